@@ -1,0 +1,41 @@
+// Package link defines the one I/O seam between the transport engine and a
+// network: batches of whole Ethernet frames in, batches out.
+//
+// Implementations: memlink (an in-memory pair with fault injection, for tests
+// and benchmarks); AF_XDP and the HFI context come later. The engine sees
+// only this interface, so the same transport code runs over all of them.
+package link
+
+import "errors"
+
+// IdealBatch is the batch size the engine uses for Send and Recv: large
+// enough to amortise a lock or a ring doorbell per call, small enough to keep
+// a batch of frame buffers in cache.
+const IdealBatch = 64
+
+// ErrFrameTooLarge is returned (wrapped) by Send for a frame longer than
+// MaxFrame, and by Recv when a waiting frame does not fit a buffer.
+var ErrFrameTooLarge = errors.New("frame too large")
+
+// Link carries whole Ethernet frames in batches.
+//
+// A Link is not required to be safe for concurrent use by several senders
+// or several receivers; implementations document what they allow.
+type Link interface {
+	// Send transmits frames. Each frame is copied before Send returns, so
+	// the caller may reuse its buffers. It returns how many frames were
+	// taken; fewer than len(frames) means the link is full (backpressure)
+	// and the caller should retry the rest later. A frame taken may still
+	// be lost on the way, as on any network.
+	Send(frames [][]byte) (int, error)
+
+	// Recv copies up to len(bufs) waiting frames into bufs[i][:cap(bufs[i])]
+	// and stores their lengths in sizes[i]. It returns the number received;
+	// 0 and nil when nothing is waiting. It never blocks. Buffers should
+	// have a capacity of at least MaxFrame.
+	Recv(bufs [][]byte, sizes []int) (int, error)
+
+	// MaxFrame is the largest frame the link carries, link headers
+	// included.
+	MaxFrame() int
+}

@@ -1,0 +1,353 @@
+package rc
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/softfabric/softfabric/dataplane/link"
+	"github.com/softfabric/softfabric/dataplane/mr"
+	"github.com/softfabric/softfabric/dataplane/psn"
+	"github.com/softfabric/softfabric/dataplane/verbs"
+	"github.com/softfabric/softfabric/dataplane/wire"
+)
+
+// Config describes a new queue pair.
+type Config struct {
+	QPN    uint32
+	MRs    *mr.Table
+	SendCQ *verbs.CQ
+	RecvCQ *verbs.CQ
+	// RQ is the queue pair's receive queue, or a shared receive queue.
+	RQ *verbs.RecvQueue
+	// SQDepth is the send queue size (default 256).
+	SQDepth int
+	// MaxInflight bounds the packets sent and not yet acknowledged
+	// (default 512, at most half the PSN space).
+	MaxInflight int
+}
+
+// Stats count what a queue pair has seen and done.
+type Stats struct {
+	TxPackets, RxPackets     uint64
+	Retransmits              uint64 // packets sent again
+	Timeouts                 uint64 // retransmit timer expiries
+	SeqNAKsSent, SeqNAKsRcvd uint64
+	RNRNAKsSent, RNRNAKsRcvd uint64
+	ErrNAKsSent, ErrNAKsRcvd uint64 // invalid request, remote access, remote operation
+	DupRequests              uint64 // duplicate requests seen by the responder
+	DupResponses             uint64 // stale or duplicate responses seen by the completer
+	Dropped                  uint64 // packets dropped: wrong state, P_Key, malformed
+}
+
+// QP is a reliable connected queue pair.
+type QP struct {
+	qpn    uint32
+	attr   verbs.QPAttr
+	mrs    *mr.Table
+	sendCQ *verbs.CQ
+	recvCQ *verbs.CQ
+	rq     *verbs.RecvQueue
+	path   wire.Path
+	mtu    int
+	// timeout is the retransmit timeout in nanoseconds; 0 is infinite.
+	timeout int64
+
+	req  requester
+	resp responder
+
+	stats Stats
+}
+
+// New returns a queue pair in the RESET state.
+func New(cfg Config) (*QP, error) {
+	if cfg.MRs == nil || cfg.SendCQ == nil || cfg.RecvCQ == nil || cfg.RQ == nil {
+		return nil, errors.New("rc: memory table, completion queues and receive queue are required")
+	}
+	if cfg.SQDepth <= 0 {
+		cfg.SQDepth = 256
+	}
+	if cfg.MaxInflight <= 0 {
+		cfg.MaxInflight = 512
+	}
+	if cfg.MaxInflight > psn.Half {
+		return nil, fmt.Errorf("rc: max inflight %d over half the PSN space", cfg.MaxInflight)
+	}
+	q := &QP{
+		qpn:    cfg.QPN & psn.Mask,
+		mrs:    cfg.MRs,
+		sendCQ: cfg.SendCQ,
+		recvCQ: cfg.RecvCQ,
+		rq:     cfg.RQ,
+	}
+	q.attr.State = verbs.StateReset
+	q.attr.PKey = wire.DefaultPKey
+	q.req.init(cfg.SQDepth, cfg.MaxInflight)
+	q.resp.init()
+	return q, nil
+}
+
+// QPN is the queue pair number.
+func (q *QP) QPN() uint32 { return q.qpn }
+
+// State is the current state.
+func (q *QP) State() verbs.QPState { return q.attr.State }
+
+// Attr returns the current attributes.
+func (q *QP) Attr() verbs.QPAttr { return q.attr }
+
+// Stats returns the counters.
+func (q *QP) Stats() Stats { return q.stats }
+
+// Modify changes the attributes named by mask, checking the state transition
+// and the attributes it requires, as ibv_modify_qp.
+func (q *QP) Modify(a *verbs.QPAttr, mask verbs.AttrMask) error {
+	next := q.attr.State
+	if mask&verbs.AttrState != 0 {
+		next = a.State
+		if err := verbs.CheckTransition(q.attr.State, next); err != nil {
+			return err
+		}
+	}
+	if mask&verbs.AttrPathMTU != 0 && !verbs.ValidMTU(a.PathMTU) {
+		return fmt.Errorf("%w: path MTU %d", verbs.ErrBadAttr, a.PathMTU)
+	}
+	if mask&verbs.AttrRetryCnt != 0 && a.RetryCnt > 7 {
+		return fmt.Errorf("%w: retry count %d", verbs.ErrBadAttr, a.RetryCnt)
+	}
+	if mask&verbs.AttrRNRRetry != 0 && a.RNRRetry > 7 {
+		return fmt.Errorf("%w: RNR retry %d", verbs.ErrBadAttr, a.RNRRetry)
+	}
+	if mask&verbs.AttrMinRNRTimer != 0 && a.MinRNRTimer > 31 {
+		return fmt.Errorf("%w: min RNR timer %d", verbs.ErrBadAttr, a.MinRNRTimer)
+	}
+	if mask&verbs.AttrTimeout != 0 && a.Timeout > 31 {
+		return fmt.Errorf("%w: timeout %d", verbs.ErrBadAttr, a.Timeout)
+	}
+	var path wire.Path
+	if mask&verbs.AttrPath != 0 {
+		p, err := wire.NewPath(a.Path)
+		if err != nil {
+			return fmt.Errorf("%w: path: %w", verbs.ErrBadAttr, err)
+		}
+		path = p
+	}
+	if next == verbs.StateRTR && q.attr.State == verbs.StateInit {
+		need := verbs.AttrPath | verbs.AttrPathMTU | verbs.AttrDestQPN | verbs.AttrRQPSN
+		if mask&need != need {
+			return fmt.Errorf("%w: INIT to RTR needs path, path MTU, dest QPN and RQ PSN", verbs.ErrBadAttr)
+		}
+	}
+	if next == verbs.StateRTS && q.attr.State == verbs.StateRTR && mask&verbs.AttrSQPSN == 0 {
+		return fmt.Errorf("%w: RTR to RTS needs the SQ PSN", verbs.ErrBadAttr)
+	}
+
+	// Everything checked: apply.
+	if mask&verbs.AttrAccess != 0 {
+		q.attr.Access = a.Access
+	}
+	if mask&verbs.AttrPKey != 0 {
+		q.attr.PKey = a.PKey
+	}
+	if mask&verbs.AttrPath != 0 {
+		q.attr.Path = a.Path
+		q.path = path
+	}
+	if mask&verbs.AttrPathMTU != 0 {
+		q.attr.PathMTU = a.PathMTU
+		q.mtu = a.PathMTU
+	}
+	if mask&verbs.AttrDestQPN != 0 {
+		q.attr.DestQPN = a.DestQPN & psn.Mask
+	}
+	if mask&verbs.AttrRQPSN != 0 {
+		q.attr.RQPSN = a.RQPSN & psn.Mask
+		q.resp.ePSN = psn.New(a.RQPSN)
+	}
+	if mask&verbs.AttrSQPSN != 0 {
+		q.attr.SQPSN = a.SQPSN & psn.Mask
+		q.req.setPSN(psn.New(a.SQPSN))
+	}
+	if mask&verbs.AttrTimeout != 0 {
+		q.attr.Timeout = a.Timeout
+		q.timeout = 0
+		if a.Timeout != 0 {
+			q.timeout = 4096 << a.Timeout // 4.096 µs × 2^timeout, in ns
+		}
+	}
+	if mask&verbs.AttrRetryCnt != 0 {
+		q.attr.RetryCnt = a.RetryCnt
+		q.req.retries = a.RetryCnt
+	}
+	if mask&verbs.AttrRNRRetry != 0 {
+		q.attr.RNRRetry = a.RNRRetry
+		q.req.rnrRetries = a.RNRRetry
+	}
+	if mask&verbs.AttrMinRNRTimer != 0 {
+		q.attr.MinRNRTimer = a.MinRNRTimer
+	}
+	if mask&verbs.AttrMaxRdAtomic != 0 {
+		q.attr.MaxRdAtomic = a.MaxRdAtomic
+	}
+	if mask&verbs.AttrMaxDestRdAtomic != 0 {
+		q.attr.MaxDestRdAtomic = a.MaxDestRdAtomic
+		q.resp.setResources(int(a.MaxDestRdAtomic))
+	}
+	if mask&verbs.AttrState != 0 {
+		prev := q.attr.State
+		q.attr.State = next
+		switch {
+		case next == verbs.StateErr && prev != verbs.StateErr:
+			q.flush()
+		case next == verbs.StateReset:
+			q.reset()
+		}
+	}
+	return nil
+}
+
+// toError moves the queue pair to the error state, flushing its work.
+func (q *QP) toError() {
+	if q.attr.State != verbs.StateErr {
+		q.attr.State = verbs.StateErr
+		q.flush()
+	}
+}
+
+// flush completes all outstanding work with flush errors: the send queue,
+// and the receive queue when it is not shared.
+func (q *QP) flush() {
+	q.req.flush(q)
+	q.resp.flush(q)
+	if !q.rq.Shared() {
+		for s := q.rq.Peek(); s != nil; s = q.rq.Peek() {
+			q.recvCQ.Push(&verbs.Completion{WRID: s.ID, Status: verbs.WRFlushErr, Opcode: verbs.CompRecv, QPN: q.qpn})
+			q.rq.Pop()
+		}
+	}
+}
+
+func (q *QP) reset() {
+	q.req.init(len(q.req.sq), int(q.req.maxInflight))
+	q.resp.init()
+	q.resp.setResources(int(q.attr.MaxDestRdAtomic))
+	q.stats = Stats{}
+}
+
+// PostSend queues a send work request.
+func (q *QP) PostSend(wr *verbs.SendWR) error {
+	switch q.attr.State {
+	case verbs.StateRTS, verbs.StateSQD, verbs.StateErr:
+	default:
+		return fmt.Errorf("rc: post send: %w (%v)", verbs.ErrBadState, q.attr.State)
+	}
+	return q.req.post(q, wr)
+}
+
+// PostRecv queues a receive work request on the queue pair's receive queue.
+func (q *QP) PostRecv(wr *verbs.RecvWR) error {
+	if q.attr.State == verbs.StateReset {
+		return fmt.Errorf("rc: post recv: %w (%v)", verbs.ErrBadState, q.attr.State)
+	}
+	if q.attr.State == verbs.StateErr && !q.rq.Shared() {
+		// As verbs: work posted to a queue pair in error completes at once, flushed.
+		q.recvCQ.Push(&verbs.Completion{WRID: wr.ID, Status: verbs.WRFlushErr, Opcode: verbs.CompRecv, QPN: q.qpn})
+		return nil
+	}
+	return q.rq.Post(wr)
+}
+
+// Receive handles one packet addressed to this queue pair. The caller has
+// parsed it, checked its ICRC and matched its destination QPN. now is the
+// current time in nanoseconds on the engine's monotonic clock.
+func (q *QP) Receive(p *wire.Packet, now int64) {
+	st := q.attr.State
+	if st == verbs.StateReset || st == verbs.StateInit || st == verbs.StateErr {
+		q.stats.Dropped++
+		return
+	}
+	if !pkeyMatch(p.BTH().PKey(), q.attr.PKey) || p.Info.Mask&wire.MaskRC == 0 {
+		q.stats.Dropped++
+		return
+	}
+	q.stats.RxPackets++
+	if p.Info.Mask&wire.MaskRequest != 0 {
+		q.resp.receive(q, p)
+		return
+	}
+	if st == verbs.StateRTR {
+		q.stats.Dropped++ // no requests sent yet: nothing to answer
+		return
+	}
+	q.req.receive(q, p, now)
+}
+
+// Transmit appends the packets the queue pair has to send now to b:
+// responses first, then requests. It returns when there is nothing more to
+// send or b is full.
+func (q *QP) Transmit(now int64, b *link.Batch) {
+	if q.attr.State < verbs.StateRTR || q.attr.State == verbs.StateErr && !q.resp.pendingOutput() {
+		return
+	}
+	q.resp.transmit(q, b)
+	if q.attr.State == verbs.StateRTS || q.attr.State == verbs.StateSQD {
+		q.req.transmit(q, now, b)
+	}
+}
+
+// Deadline is the time at which the queue pair next needs Transmit called
+// for a timer (retransmit or RNR wait), or 0 when no timer runs.
+func (q *QP) Deadline() int64 { return q.req.deadline() }
+
+// HasWork reports whether Transmit would send something now (ignoring
+// timers, which Deadline covers).
+func (q *QP) HasWork() bool {
+	return q.resp.pendingOutput() || q.req.canSend(q)
+}
+
+// pkeyMatch compares P_Keys as IBTA does: the low 15 bits match and at least
+// one side is a full member.
+func pkeyMatch(a, b uint16) bool {
+	if a&0x7fff != b&0x7fff || a&0x7fff == 0 {
+		return false
+	}
+	return a&0x8000 != 0 || b&0x8000 != 0
+}
+
+// frame starts a packet of op carrying n payload bytes in the next buffer of
+// b: it returns the frame (headers to be filled, payload area and pad
+// zeroed as needed) and the offset of its BTH, or nil when b is full.
+func (q *QP) frame(b *link.Batch, op wire.Opcode, n int) ([]byte, int) {
+	buf := b.Next()
+	if buf == nil {
+		return nil, 0
+	}
+	hl := q.path.HeaderLen()
+	pad := -n & 3
+	total := hl + op.Info().HeaderLen + n + pad + wire.ICRCSize
+	f := buf[:total]
+	for i := total - wire.ICRCSize - pad; i < total-wire.ICRCSize; i++ {
+		f[i] = 0
+	}
+	return f, hl
+}
+
+// bth writes a BTH for this queue pair's peer.
+func (q *QP) bth(f []byte, off int, op wire.Opcode, p psn.PSN, n int, ackReq, solicited bool) {
+	h := wire.BTHFields{
+		Opcode:    op,
+		Solicited: solicited,
+		PadCount:  uint8(-n & 3),
+		PKey:      q.attr.PKey,
+		DestQP:    q.attr.DestQPN,
+		AckReq:    ackReq,
+		PSN:       uint32(p),
+	}
+	wire.BTH(f[off:]).Encode(&h)
+}
+
+// send finishes a frame and commits it to the batch.
+func (q *QP) send(b *link.Batch, f []byte) {
+	q.path.Finish(f)
+	b.Commit(len(f))
+	q.stats.TxPackets++
+}

@@ -1,0 +1,420 @@
+package rc
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/softfabric/softfabric/dataplane/link"
+	"github.com/softfabric/softfabric/dataplane/mr"
+	"github.com/softfabric/softfabric/dataplane/psn"
+	"github.com/softfabric/softfabric/dataplane/verbs"
+	"github.com/softfabric/softfabric/dataplane/wire"
+)
+
+// ackReqEvery bounds the packets of a long message sent without asking for
+// an acknowledgement, so the requester frees its window before it stalls.
+const ackReqEvery = 32
+
+// sendWQE is a send work request in its queue slot.
+type sendWQE struct {
+	wr     verbs.SendWR // wr.SGL points at sgl
+	sgl    [verbs.MaxSGE]mr.SGE
+	length uint32
+	// PSNs are assigned when the request is first transmitted.
+	started bool
+	first   psn.PSN
+	npkts   uint32
+	// err, when set, is the status the request completes with when the
+	// queue pair flushes.
+	err verbs.Status
+}
+
+func (w *sendWQE) last() psn.PSN { return w.first.Add(w.npkts - 1) }
+
+func (w *sendWQE) contains(p psn.PSN) bool { return p.InWindow(w.first, w.npkts) }
+
+// requester is the send side of a queue pair: the send queue, PSN
+// assignment, segmentation and retransmission.
+type requester struct {
+	sq   []sendWQE
+	mask uint32
+	// head is the oldest uncompleted request, cur the one being
+	// transmitted, tail the next free slot: head <= cur <= tail.
+	head, cur, tail uint32
+	// sendPSN is the PSN of the next packet to transmit (within sq[cur]);
+	// nextPSN is one past the highest PSN ever assigned; compPSN is the
+	// oldest PSN not yet acknowledged.
+	sendPSN, nextPSN, compPSN psn.PSN
+	maxInflight               uint32
+	// rdAtomic counts reads and atomics started and not completed.
+	rdAtomic int
+	// retries and rnrRetries are what is left of the retry counters; they
+	// are reloaded from the attributes whenever an acknowledgement makes
+	// progress.
+	retries, rnrRetries uint8
+	// timer is when the retransmit timer fires (0: not running); rnrUntil
+	// is the end of an RNR wait (0: none).
+	timer, rnrUntil int64
+	// retrying is set when the requester went back to compPSN and cleared
+	// on progress, so a burst of NAKs or implied NAKs restarts once.
+	retrying bool
+	// highSent is one past the highest PSN ever transmitted: a packet
+	// before it is a retransmission.
+	highSent    psn.PSN
+	sinceAckReq int
+}
+
+func (r *requester) init(depth, maxInflight int) {
+	n := 1
+	for n < depth {
+		n <<= 1
+	}
+	*r = requester{sq: make([]sendWQE, n), mask: uint32(n - 1), maxInflight: uint32(maxInflight)}
+}
+
+func (r *requester) setPSN(p psn.PSN) {
+	r.sendPSN, r.nextPSN, r.compPSN, r.highSent = p, p, p, p
+}
+
+func (r *requester) post(q *QP, wr *verbs.SendWR) error {
+	if len(wr.SGL) > verbs.MaxSGE {
+		return verbs.ErrTooManySGE
+	}
+	if r.tail-r.head >= uint32(len(r.sq)) {
+		return verbs.ErrQueueFull
+	}
+	w := &r.sq[r.tail&r.mask]
+	*w = sendWQE{wr: *wr}
+	n := copy(w.sgl[:], wr.SGL)
+	w.wr.SGL = w.sgl[:n]
+	w.wr.Dest = nil
+	w.length = uint32(mr.SGLLen(w.wr.SGL))
+	if err := checkLocal(q, w); err != nil {
+		return err
+	}
+	r.tail++
+	if q.attr.State == verbs.StateErr {
+		r.complete(q, w, verbs.WRFlushErr)
+		r.head++
+		r.cur = r.head
+	}
+	return nil
+}
+
+// outstanding reports whether any packet waits for an acknowledgement.
+func (r *requester) outstanding() bool { return r.compPSN != r.nextPSN }
+
+func (r *requester) deadline() int64 {
+	if r.rnrUntil != 0 {
+		return r.rnrUntil
+	}
+	return r.timer
+}
+
+// canSend reports whether transmit would produce a request now.
+func (r *requester) canSend(q *QP) bool {
+	if r.cur == r.tail || r.rnrUntil != 0 {
+		return false
+	}
+	if uint32(r.sendPSN.Diff(r.compPSN)) >= r.maxInflight {
+		return false
+	}
+	w := &r.sq[r.cur&r.mask]
+	if w.started {
+		return true
+	}
+	if w.wr.Flags&verbs.Fence != 0 && r.rdAtomic > 0 {
+		return false
+	}
+	if w.wr.Op.NeedsResponse() && r.rdAtomic >= maxRdAtomic(q) {
+		return false
+	}
+	return true
+}
+
+func maxRdAtomic(q *QP) int {
+	if q.attr.MaxRdAtomic == 0 {
+		return 1
+	}
+	return int(q.attr.MaxRdAtomic)
+}
+
+// transmit handles timers, then sends request packets while the window,
+// the ordering rules and b allow.
+func (r *requester) transmit(q *QP, now int64, b *link.Batch) {
+	if r.rnrUntil != 0 {
+		if now < r.rnrUntil {
+			return
+		}
+		r.rnrUntil = 0
+		r.armTimer(q, now)
+	}
+	if r.timer != 0 && now >= r.timer {
+		q.stats.Timeouts++
+		if !r.retry(q, now) {
+			return
+		}
+	}
+	if q.attr.State == verbs.StateSQD {
+		// Drained: finish what was started, start nothing new.
+		if r.cur == r.tail || !r.sq[r.cur&r.mask].started {
+			return
+		}
+	}
+	for b.Room() > 0 && r.canSend(q) {
+		w := &r.sq[r.cur&r.mask]
+		if !w.started {
+			r.start(q, w)
+		}
+		if !r.sendPacket(q, w, b) {
+			return
+		}
+		if r.timer == 0 {
+			r.armTimer(q, now)
+		}
+	}
+}
+
+// start assigns a request its PSNs.
+func (r *requester) start(q *QP, w *sendWQE) {
+	w.started = true
+	w.first = r.sendPSN
+	switch {
+	case w.wr.Op == verbs.OpRead:
+		w.npkts = max(1, (w.length+uint32(q.mtu)-1)/uint32(q.mtu))
+		r.rdAtomic++
+	case w.wr.Op.IsAtomic():
+		w.npkts = 1
+		r.rdAtomic++
+	default:
+		w.npkts = max(1, (w.length+uint32(q.mtu)-1)/uint32(q.mtu))
+	}
+	r.nextPSN = w.first.Add(w.npkts)
+}
+
+// sendPacket builds the packet of w at sendPSN, advancing the cursor. It
+// reports false when the packet could not be built.
+func (r *requester) sendPacket(q *QP, w *sendWQE, b *link.Batch) bool {
+	k := uint32(r.sendPSN.Diff(w.first))
+	off := k * uint32(q.mtu)
+	if r.sendPSN.Before(r.highSent) {
+		q.stats.Retransmits++
+	}
+	solicited := w.wr.Flags&verbs.Solicited != 0
+	switch op := w.wr.Op; {
+	case op == verbs.OpRead:
+		f, h := q.frame(b, wire.RCReadRequest, 0)
+		if f == nil {
+			return false
+		}
+		q.bth(f, h, wire.RCReadRequest, r.sendPSN, 0, true, false)
+		info := wire.RCReadRequest.Info()
+		wire.RETH(f[h+info.RETH:]).Encode(w.wr.RemoteAddr+uint64(off), w.wr.RKey, w.length-off)
+		q.send(b, f)
+		r.advance(w.last().Next())
+	case op.IsAtomic():
+		opc := wire.RCFetchAdd
+		swapAdd, cmp := w.wr.CompareAdd, uint64(0)
+		if op == verbs.OpCmpSwap {
+			opc, swapAdd, cmp = wire.RCCompareSwap, w.wr.Swap, w.wr.CompareAdd
+		}
+		f, h := q.frame(b, opc, 0)
+		if f == nil {
+			return false
+		}
+		q.bth(f, h, opc, r.sendPSN, 0, true, false)
+		wire.AtomicETH(f[h+opc.Info().AtomicETH:]).Encode(w.wr.RemoteAddr, w.wr.RKey, swapAdd, cmp)
+		q.send(b, f)
+		r.advance(r.sendPSN.Next())
+	default:
+		n := min(w.length-off, uint32(q.mtu))
+		lastPkt := k == w.npkts-1
+		opc := segmentOpcode(op, k == 0, lastPkt)
+		f, h := q.frame(b, opc, int(n))
+		if f == nil {
+			return false
+		}
+		info := opc.Info()
+		ackReq := lastPkt || r.sinceAckReq >= ackReqEvery
+		q.bth(f, h, opc, r.sendPSN, int(n), ackReq, solicited && lastPkt)
+		if info.RETH != 0 {
+			wire.RETH(f[h+info.RETH:]).Encode(w.wr.RemoteAddr, w.wr.RKey, w.length)
+		}
+		if info.ImmDt != 0 {
+			wire.ImmDt(f[h+info.ImmDt:]).Encode(w.wr.Imm)
+		}
+		if info.IETH != 0 {
+			wire.IETH(f[h+info.IETH:]).Encode(w.wr.Imm)
+		}
+		if n > 0 {
+			p := h + info.HeaderLen
+			if _, err := q.mrs.Gather(f[p:p+int(n)], w.wr.SGL, int(off)); err != nil {
+				// The send buffer went away under the request: a local
+				// protection error, fatal to the queue pair as in verbs.
+				r.fail(q, w, verbs.LocProtErr)
+				return false
+			}
+		}
+		q.send(b, f)
+		if ackReq {
+			r.sinceAckReq = 0
+		} else {
+			r.sinceAckReq++
+		}
+		r.advance(r.sendPSN.Next())
+	}
+	return true
+}
+
+// advance moves the send cursor to p, onto the next request when the
+// current one has been sent whole.
+func (r *requester) advance(p psn.PSN) {
+	r.sendPSN = p
+	if r.sendPSN.After(r.highSent) {
+		r.highSent = r.sendPSN
+	}
+	w := &r.sq[r.cur&r.mask]
+	if !p.InWindow(w.first, w.npkts) {
+		r.cur++
+	}
+}
+
+// segmentOpcode picks the opcode of one packet of a send or write.
+func segmentOpcode(op verbs.Opcode, first, last bool) wire.Opcode {
+	type row struct{ only, first, middle, last wire.Opcode }
+	var t row
+	switch op {
+	case verbs.OpSend:
+		t = row{wire.RCSendOnly, wire.RCSendFirst, wire.RCSendMiddle, wire.RCSendLast}
+	case verbs.OpSendImm:
+		t = row{wire.RCSendOnlyImm, wire.RCSendFirst, wire.RCSendMiddle, wire.RCSendLastImm}
+	case verbs.OpSendInv:
+		t = row{wire.RCSendOnlyInv, wire.RCSendFirst, wire.RCSendMiddle, wire.RCSendLastInv}
+	case verbs.OpWrite:
+		t = row{wire.RCWriteOnly, wire.RCWriteFirst, wire.RCWriteMiddle, wire.RCWriteLast}
+	default: // OpWriteImm
+		t = row{wire.RCWriteOnlyImm, wire.RCWriteFirst, wire.RCWriteMiddle, wire.RCWriteLastImm}
+	}
+	switch {
+	case first && last:
+		return t.only
+	case first:
+		return t.first
+	case last:
+		return t.last
+	}
+	return t.middle
+}
+
+func (r *requester) armTimer(q *QP, now int64) {
+	r.timer = 0
+	if q.timeout != 0 && r.outstanding() {
+		r.timer = now + q.timeout
+	}
+}
+
+// retry handles a retransmit timeout: go back to the oldest unacknowledged
+// PSN, or fail the request when the retry counter is spent. It reports
+// whether the queue pair is still usable.
+func (r *requester) retry(q *QP, now int64) bool {
+	if !r.outstanding() {
+		r.timer = 0
+		return true
+	}
+	if r.retries == 0 {
+		r.fail(q, &r.sq[r.head&r.mask], verbs.RetryExcErr)
+		return false
+	}
+	r.retries--
+	r.rewind(r.compPSN)
+	r.armTimer(q, now)
+	return true
+}
+
+// rewind moves the send cursor back to p, which lies within a started
+// request: go-back-N.
+func (r *requester) rewind(p psn.PSN) {
+	r.retrying = true
+	for i := r.head; i != r.tail; i++ {
+		w := &r.sq[i&r.mask]
+		if !w.started {
+			break
+		}
+		if w.contains(p) {
+			r.cur = i
+			r.sendPSN = p
+			return
+		}
+	}
+	// p is past every started request: resume with the first unstarted.
+	r.sendPSN = p
+	for r.cur = r.head; r.cur != r.tail && r.sq[r.cur&r.mask].started; r.cur++ {
+	}
+}
+
+// complete reports w on the send CQ when it failed or asked to be signalled.
+func (r *requester) complete(q *QP, w *sendWQE, st verbs.Status) {
+	if st == verbs.Success && w.wr.Flags&verbs.Signaled == 0 {
+		return
+	}
+	c := verbs.Completion{
+		WRID:   w.wr.ID,
+		Status: st,
+		Opcode: verbs.SendCompOpcode(w.wr.Op),
+		QPN:    q.qpn,
+	}
+	if st == verbs.Success {
+		c.ByteLen = w.length
+	}
+	q.sendCQ.Push(&c)
+}
+
+// fail marks w failed with st and moves the queue pair to the error state:
+// w completes with st, in order, and everything else with a flush error.
+func (r *requester) fail(q *QP, w *sendWQE, st verbs.Status) {
+	w.err = st
+	q.toError()
+}
+
+// flush completes every outstanding request with a flush error, or with the
+// error that failed it.
+func (r *requester) flush(q *QP) {
+	for ; r.head != r.tail; r.head++ {
+		w := &r.sq[r.head&r.mask]
+		st := verbs.WRFlushErr
+		if w.err != verbs.Success {
+			st = w.err
+		}
+		r.complete(q, w, st)
+	}
+	r.cur = r.head
+	r.timer, r.rnrUntil = 0, 0
+	r.rdAtomic = 0
+}
+
+// putAtomicResult stores the original value an atomic returned into the
+// request's local buffer, in host byte order as verbs does.
+func putAtomicResult(q *QP, w *sendWQE, v uint64) error {
+	var b [8]byte
+	binary.NativeEndian.PutUint64(b[:], v)
+	_, err := q.mrs.Scatter(w.wr.SGL, 0, b[:min(8, int(w.length))])
+	return err
+}
+
+// checkLocal validates a request's local buffers when it is posted, as a
+// NIC would on its first DMA: an unusable lkey fails the post.
+func checkLocal(q *QP, w *sendWQE) error {
+	var need mr.Access
+	if w.wr.Op.NeedsResponse() {
+		need = mr.LocalWrite
+	}
+	if w.wr.Op.IsAtomic() && w.length != 8 {
+		return fmt.Errorf("rc: post send: %v needs an 8-byte local buffer, not %d", w.wr.Op, w.length)
+	}
+	for _, s := range w.wr.SGL {
+		if _, err := q.mrs.Local(s.LKey, s.Addr, s.Length, need); err != nil {
+			return fmt.Errorf("rc: post send: local buffer: %w", err)
+		}
+	}
+	return nil
+}
