@@ -2,4 +2,4 @@ module github.com/softfabric/softfabric
 
 go 1.26.8
 
-require github.com/google/gopacket v1.1.19 // indirect
+require github.com/google/gopacket v1.1.19

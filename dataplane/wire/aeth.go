@@ -16,7 +16,7 @@ const (
 // NAKCode is the value of a NAK syndrome.
 type NAKCode uint8
 
-// NAK codes (IBTA table 44).
+// NAK codes carried in the low five bits of a NAK syndrome.
 const (
 	NAKPSNSeqErr        NAKCode = 0
 	NAKInvalidRequest   NAKCode = 1
@@ -58,7 +58,8 @@ func NAKSyndrome(code NAKCode) uint8 {
 	return uint8(AckKindNAK)<<syndromeShift | uint8(code)&syndromeValue
 }
 
-// rnrTimerUsec is IBTA table 45 in microseconds. Code 0 is the longest wait.
+// rnrTimerUsec is the IBTA RNR NAK timer encoding in microseconds; code 0
+// is the longest wait.
 // rxe's copy has 61410 for code 25; the specification says 61.44 ms.
 var rnrTimerUsec = [32]uint32{
 	655360, 10, 20, 30, 40, 60, 80, 120,

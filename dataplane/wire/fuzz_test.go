@@ -19,6 +19,23 @@ func addSeeds(f *testing.F) {
 func FuzzParse(f *testing.F) {
 	addSeeds(f)
 	f.Add([]byte{})
+	vlan6 := v6Path()
+	vlan6.VLAN = true
+	for _, pf := range []PathFields{v4Path(), vlan6} {
+		p := mustPath(f, pf)
+		for _, op := range []Opcode{RCAtomicAcknowledge, UDSendOnlyImm, RCSendLastInv, CNP} {
+			m := message{BTH: BTHFields{Opcode: op}}
+			if op.Info().Mask&MaskPayload != 0 {
+				m.Payload = payload(5)
+			}
+			frame := build(f, &p, &m)
+			f.Add(frame)
+			if !pf.Src.Is6() {
+				f.Add(withOptions(frame[EthernetSize:], 8)) // no Ethernet header: must fail cleanly
+				f.Add(append(frame[:EthernetSize:EthernetSize], withOptions(frame[EthernetSize:], 8)...))
+			}
+		}
+	}
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		var p Packet
 		if err := p.Parse(frame); err != nil {

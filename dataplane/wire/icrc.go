@@ -5,7 +5,7 @@ import (
 	"hash/crc32"
 )
 
-// The ICRC (IBTA annex A17.4 for RoCEv2; Linux rxe_icrc.c) is CRC-32 as in
+// The ICRC (IBTA Vol. 1 annex A17, RoCEv2; Linux rxe_icrc.c) is CRC-32 as in
 // hash/crc32's IEEE over: eight bytes of 0xff standing for the LRH of native
 // InfiniBand, the IP header with the fields routers may change set to ones,
 // the UDP header with its checksum set to ones, the BTH with its byte 4

@@ -4,7 +4,7 @@ package wire
 // the operation in the low five.
 type Opcode uint8
 
-// Opcodes, numbered as in IBTA Vol. 1 table 38 and the kernel's
+// Opcodes, numbered as in the IBTA BTH opcode list and the kernel's
 // include/rdma/ib_pack.h. Reliable datagram opcodes, RESYNC and the
 // FLUSH/ATOMIC_WRITE extensions are not supported.
 const (
@@ -111,7 +111,7 @@ func (m Mask) Has(bits Mask) bool { return m&bits == bits }
 func (m Mask) Any(bits Mask) bool { return m&bits != 0 }
 
 // CNPReservedSize is the length of the reserved field that follows the BTH
-// of a congestion notification packet (RoCEv2 annex A17.9.3).
+// of a RoCEv2 congestion notification packet.
 const CNPReservedSize = 16
 
 // OpInfo describes one opcode. Only Name and Mask are declared; the rest is
@@ -189,9 +189,8 @@ var opDecl = [...]struct {
 	{CNP, "CNP", MaskCNP},
 }
 
-// extOrder is the order in which extension headers follow the BTH (IBTA
-// 9.2, figure 80 for the transport headers; no opcode carries both ImmDt
-// and IETH).
+// extOrder is the IBTA order in which extension headers follow the BTH. No
+// opcode carries both ImmDt and IETH.
 var extOrder = [...]struct {
 	bit  Mask
 	size int

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// ibtaOpcodes is IBTA Vol. 1 table 38 (RC, UC, UD) plus the RoCEv2 CNP,
+// ibtaOpcodes is the IBTA opcode list (RC, UC, UD) plus the RoCEv2 CNP,
 // written out independently of opcode.go: number, name, extension headers
 // in wire order, whether a payload follows, and the resulting header length
 // counted by hand.

@@ -28,7 +28,7 @@ func TestSyndromes(t *testing.T) {
 	}
 	// Bytes as rxe puts them on the wire: ACK 0x1f, RNR 0x20|t, NAK 0x60|c.
 	if AckSyndrome(CreditsInvalid) != 0x1f || RNRSyndrome(1) != 0x21 || NAKSyndrome(NAKRemoteAccessErr) != 0x62 {
-		t.Error("syndrome encodings differ from IBTA table 43")
+		t.Error("syndrome encodings differ from the IBTA AETH syndrome layout")
 	}
 	if SyndromeKind(0x40) != AckKindReserved {
 		t.Error("0x40 should be the reserved kind")
