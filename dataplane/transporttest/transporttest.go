@@ -28,6 +28,9 @@ type Host struct {
 	RecvCQ *verbs.CQ
 	MAC    [6]byte
 	IP     netip.Addr
+	// VLAN tags the frames of queue pairs connected afterwards with VLAN
+	// ID 100.
+	VLAN bool
 	// nextQPN numbers the queue pairs of this host.
 	nextQPN uint32
 }
@@ -105,8 +108,8 @@ func newHost(l *memlink.Endpoint, id byte) *Host {
 		Link:    l,
 		Filter:  f,
 		MRs:     mr.NewTable(1024),
-		SendCQ:  verbs.NewCQ(1 << 16),
-		RecvCQ:  verbs.NewCQ(1 << 16),
+		SendCQ:  verbs.NewCQ(4096),
+		RecvCQ:  verbs.NewCQ(4096),
 		MAC:     [6]byte{0x02, 0, 0, 0, 0, id},
 		IP:      netip.AddrFrom4([4]byte{198, 18, 0, id}),
 		nextQPN: 0x11,
@@ -248,6 +251,9 @@ func bringUp(q, peer *rc.QP, h, ph *Host, o RCOptions, sq, rq uint32) error {
 		},
 		MinRNRTimer:     o.MinRNRTimer,
 		MaxDestRdAtomic: o.RdAtomic,
+	}
+	if h.VLAN {
+		a.Path.VLAN, a.Path.VLANID, a.Path.PCP = true, 100, 3
 	}
 	if err := q.Modify(&a, verbs.AttrState|verbs.AttrPath|verbs.AttrPathMTU|verbs.AttrDestQPN|verbs.AttrRQPSN|verbs.AttrMinRNRTimer|verbs.AttrMaxDestRdAtomic); err != nil {
 		return err
