@@ -101,27 +101,12 @@ func (q *QP) Stats() Stats { return q.stats }
 // Modify changes the attributes named by mask, checking the state transition
 // and the attributes it requires, as ibv_modify_qp.
 func (q *QP) Modify(a *verbs.QPAttr, mask verbs.AttrMask) error {
-	next := q.attr.State
+	if err := q.attr.CheckModify(a, mask); err != nil {
+		return err
+	}
+	prev, next := q.attr.State, q.attr.State
 	if mask&verbs.AttrState != 0 {
 		next = a.State
-		if err := verbs.CheckTransition(q.attr.State, next); err != nil {
-			return err
-		}
-	}
-	if mask&verbs.AttrPathMTU != 0 && !verbs.ValidMTU(a.PathMTU) {
-		return fmt.Errorf("%w: path MTU %d", verbs.ErrBadAttr, a.PathMTU)
-	}
-	if mask&verbs.AttrRetryCnt != 0 && a.RetryCnt > 7 {
-		return fmt.Errorf("%w: retry count %d", verbs.ErrBadAttr, a.RetryCnt)
-	}
-	if mask&verbs.AttrRNRRetry != 0 && a.RNRRetry > 7 {
-		return fmt.Errorf("%w: RNR retry %d", verbs.ErrBadAttr, a.RNRRetry)
-	}
-	if mask&verbs.AttrMinRNRTimer != 0 && a.MinRNRTimer > 31 {
-		return fmt.Errorf("%w: min RNR timer %d", verbs.ErrBadAttr, a.MinRNRTimer)
-	}
-	if mask&verbs.AttrTimeout != 0 && a.Timeout > 31 {
-		return fmt.Errorf("%w: timeout %d", verbs.ErrBadAttr, a.Timeout)
 	}
 	var path wire.Path
 	if mask&verbs.AttrPath != 0 {
@@ -131,76 +116,50 @@ func (q *QP) Modify(a *verbs.QPAttr, mask verbs.AttrMask) error {
 		}
 		path = p
 	}
-	if next == verbs.StateRTR && q.attr.State == verbs.StateInit {
+	if next == verbs.StateRTR && prev == verbs.StateInit {
 		need := verbs.AttrPath | verbs.AttrPathMTU | verbs.AttrDestQPN | verbs.AttrRQPSN
 		if mask&need != need {
 			return fmt.Errorf("%w: INIT to RTR needs path, path MTU, dest QPN and RQ PSN", verbs.ErrBadAttr)
 		}
 	}
-	if next == verbs.StateRTS && q.attr.State == verbs.StateRTR && mask&verbs.AttrSQPSN == 0 {
+	if next == verbs.StateRTS && prev == verbs.StateRTR && mask&verbs.AttrSQPSN == 0 {
 		return fmt.Errorf("%w: RTR to RTS needs the SQ PSN", verbs.ErrBadAttr)
 	}
 
-	// Everything checked: apply.
-	if mask&verbs.AttrAccess != 0 {
-		q.attr.Access = a.Access
-	}
-	if mask&verbs.AttrPKey != 0 {
-		q.attr.PKey = a.PKey
-	}
+	// Everything checked: apply, then act on what changed.
+	q.attr.Apply(a, mask)
 	if mask&verbs.AttrPath != 0 {
-		q.attr.Path = a.Path
 		q.path = path
 	}
 	if mask&verbs.AttrPathMTU != 0 {
-		q.attr.PathMTU = a.PathMTU
 		q.mtu = a.PathMTU
 	}
-	if mask&verbs.AttrDestQPN != 0 {
-		q.attr.DestQPN = a.DestQPN & psn.Mask
-	}
 	if mask&verbs.AttrRQPSN != 0 {
-		q.attr.RQPSN = a.RQPSN & psn.Mask
-		q.resp.ePSN = psn.New(a.RQPSN)
+		q.resp.ePSN = psn.PSN(q.attr.RQPSN)
 	}
 	if mask&verbs.AttrSQPSN != 0 {
-		q.attr.SQPSN = a.SQPSN & psn.Mask
-		q.req.setPSN(psn.New(a.SQPSN))
+		q.req.setPSN(psn.PSN(q.attr.SQPSN))
 	}
 	if mask&verbs.AttrTimeout != 0 {
-		q.attr.Timeout = a.Timeout
 		q.timeout = 0
 		if a.Timeout != 0 {
 			q.timeout = 4096 << a.Timeout // 4.096 µs × 2^timeout, in ns
 		}
 	}
 	if mask&verbs.AttrRetryCnt != 0 {
-		q.attr.RetryCnt = a.RetryCnt
 		q.req.retries = a.RetryCnt
 	}
 	if mask&verbs.AttrRNRRetry != 0 {
-		q.attr.RNRRetry = a.RNRRetry
 		q.req.rnrRetries = a.RNRRetry
 	}
-	if mask&verbs.AttrMinRNRTimer != 0 {
-		q.attr.MinRNRTimer = a.MinRNRTimer
-	}
-	if mask&verbs.AttrMaxRdAtomic != 0 {
-		q.attr.MaxRdAtomic = a.MaxRdAtomic
-	}
 	if mask&verbs.AttrMaxDestRdAtomic != 0 {
-		q.attr.MaxDestRdAtomic = a.MaxDestRdAtomic
 		q.resp.setResources(int(a.MaxDestRdAtomic))
 	}
-	if mask&verbs.AttrState != 0 {
-		prev := q.attr.State
-		q.attr.State = next
-		switch {
-		case next == verbs.StateErr && prev != verbs.StateErr:
-			q.flush()
-		case next == verbs.StateReset:
-			q.reset()
-		}
+	switch {
+	case next == verbs.StateErr && prev != verbs.StateErr:
+		q.flush()
+	case mask&verbs.AttrState != 0 && next == verbs.StateReset:
+		q.reset()
 	}
 	return nil
 }
@@ -219,10 +178,7 @@ func (q *QP) flush() {
 	q.req.flush(q)
 	q.resp.flush(q)
 	if !q.rq.Shared() {
-		for s := q.rq.Peek(); s != nil; s = q.rq.Peek() {
-			q.recvCQ.Push(&verbs.Completion{WRID: s.ID, Status: verbs.WRFlushErr, Opcode: verbs.CompRecv, QPN: q.qpn})
-			q.rq.Pop()
-		}
+		q.rq.Flush(q.recvCQ, q.qpn)
 	}
 }
 

@@ -100,36 +100,22 @@ func (q *QP) Stats() Stats { return q.stats }
 // Modify changes the state, P_Key, Q_Key, path MTU (the largest message)
 // and send PSN.
 func (q *QP) Modify(a *verbs.QPAttr, mask verbs.AttrMask) error {
-	if mask&verbs.AttrState != 0 {
-		if err := verbs.CheckTransition(q.attr.State, a.State); err != nil {
-			return err
-		}
+	if err := q.attr.CheckModify(a, mask); err != nil {
+		return err
 	}
-	if mask&verbs.AttrPathMTU != 0 && !verbs.ValidMTU(a.PathMTU) {
-		return fmt.Errorf("%w: path MTU %d", verbs.ErrBadAttr, a.PathMTU)
-	}
-	if mask&verbs.AttrState != 0 && a.State == verbs.StateInit && q.attr.State == verbs.StateReset && mask&verbs.AttrQKey == 0 {
+	prev := q.attr.State
+	if mask&verbs.AttrState != 0 && a.State == verbs.StateInit && prev == verbs.StateReset && mask&verbs.AttrQKey == 0 {
 		return fmt.Errorf("%w: RESET to INIT needs the Q_Key", verbs.ErrBadAttr)
 	}
-	if mask&verbs.AttrPKey != 0 {
-		q.attr.PKey = a.PKey
-	}
-	if mask&verbs.AttrQKey != 0 {
-		q.attr.QKey = a.QKey
-	}
-	if mask&verbs.AttrPathMTU != 0 {
-		q.attr.PathMTU = a.PathMTU
-	}
+	q.attr.Apply(a, mask)
 	if mask&verbs.AttrSQPSN != 0 {
-		q.psn = psn.New(a.SQPSN)
+		q.psn = psn.PSN(q.attr.SQPSN)
 	}
 	if mask&verbs.AttrState != 0 {
-		prev := q.attr.State
-		q.attr.State = a.State
-		if a.State == verbs.StateErr && prev != verbs.StateErr {
+		switch {
+		case a.State == verbs.StateErr && prev != verbs.StateErr:
 			q.flush()
-		}
-		if a.State == verbs.StateReset {
+		case a.State == verbs.StateReset:
 			q.head = q.tail
 		}
 	}
@@ -142,10 +128,7 @@ func (q *QP) flush() {
 		q.sendCQ.Push(&verbs.Completion{WRID: w.wr.ID, Status: verbs.WRFlushErr, Opcode: verbs.CompSend, QPN: q.qpn})
 	}
 	if !q.rq.Shared() {
-		for s := q.rq.Peek(); s != nil; s = q.rq.Peek() {
-			q.recvCQ.Push(&verbs.Completion{WRID: s.ID, Status: verbs.WRFlushErr, Opcode: verbs.CompRecv, QPN: q.qpn})
-			q.rq.Pop()
-		}
+		q.rq.Flush(q.recvCQ, q.qpn)
 	}
 }
 

@@ -127,6 +127,80 @@ type QPAttr struct {
 	MaxRdAtomic, MaxDestRdAtomic uint8
 }
 
+// CheckModify validates a modify call against the current attributes a
+// holds: the state transition and the range of every attribute in mask.
+// What each transport additionally requires is its own check.
+func (cur *QPAttr) CheckModify(a *QPAttr, mask AttrMask) error {
+	if mask&AttrState != 0 {
+		if err := CheckTransition(cur.State, a.State); err != nil {
+			return err
+		}
+	}
+	switch {
+	case mask&AttrPathMTU != 0 && !ValidMTU(a.PathMTU):
+		return fmt.Errorf("%w: path MTU %d", ErrBadAttr, a.PathMTU)
+	case mask&AttrRetryCnt != 0 && a.RetryCnt > 7:
+		return fmt.Errorf("%w: retry count %d", ErrBadAttr, a.RetryCnt)
+	case mask&AttrRNRRetry != 0 && a.RNRRetry > 7:
+		return fmt.Errorf("%w: RNR retry %d", ErrBadAttr, a.RNRRetry)
+	case mask&AttrMinRNRTimer != 0 && a.MinRNRTimer > 31:
+		return fmt.Errorf("%w: min RNR timer %d", ErrBadAttr, a.MinRNRTimer)
+	case mask&AttrTimeout != 0 && a.Timeout > 31:
+		return fmt.Errorf("%w: timeout %d", ErrBadAttr, a.Timeout)
+	}
+	return nil
+}
+
+// Apply copies the attributes in mask from a, QPNs and PSNs masked to 24
+// bits. It changes the state field too; the transport acts on the change.
+func (cur *QPAttr) Apply(a *QPAttr, mask AttrMask) {
+	if mask&AttrState != 0 {
+		cur.State = a.State
+	}
+	if mask&AttrAccess != 0 {
+		cur.Access = a.Access
+	}
+	if mask&AttrPKey != 0 {
+		cur.PKey = a.PKey
+	}
+	if mask&AttrQKey != 0 {
+		cur.QKey = a.QKey
+	}
+	if mask&AttrPath != 0 {
+		cur.Path = a.Path
+	}
+	if mask&AttrPathMTU != 0 {
+		cur.PathMTU = a.PathMTU
+	}
+	if mask&AttrDestQPN != 0 {
+		cur.DestQPN = a.DestQPN & 0xffffff
+	}
+	if mask&AttrRQPSN != 0 {
+		cur.RQPSN = a.RQPSN & 0xffffff
+	}
+	if mask&AttrSQPSN != 0 {
+		cur.SQPSN = a.SQPSN & 0xffffff
+	}
+	if mask&AttrTimeout != 0 {
+		cur.Timeout = a.Timeout
+	}
+	if mask&AttrRetryCnt != 0 {
+		cur.RetryCnt = a.RetryCnt
+	}
+	if mask&AttrRNRRetry != 0 {
+		cur.RNRRetry = a.RNRRetry
+	}
+	if mask&AttrMinRNRTimer != 0 {
+		cur.MinRNRTimer = a.MinRNRTimer
+	}
+	if mask&AttrMaxRdAtomic != 0 {
+		cur.MaxRdAtomic = a.MaxRdAtomic
+	}
+	if mask&AttrMaxDestRdAtomic != 0 {
+		cur.MaxDestRdAtomic = a.MaxDestRdAtomic
+	}
+}
+
 // ValidMTU reports whether n is an IBTA path MTU.
 func ValidMTU(n int) bool {
 	switch n {

@@ -85,3 +85,12 @@ func (q *RecvQueue) Pop() {
 		q.head++
 	}
 }
+
+// Flush completes every posted receive with a flush error on cq, as a queue
+// pair entering the error state does with its own receive queue.
+func (q *RecvQueue) Flush(cq *CQ, qpn uint32) {
+	for s := q.Peek(); s != nil; s = q.Peek() {
+		cq.Push(&Completion{WRID: s.ID, Status: WRFlushErr, Opcode: CompRecv, QPN: qpn})
+		q.Pop()
+	}
+}
