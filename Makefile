@@ -14,7 +14,7 @@ TEST_TIMEOUT ?= 10m
 RACE_PKGS ?= ./dataplane/link/... ./dataplane/verbs/... ./dataplane/mr/...
 FUZZTIME ?= 20s
 
-.PHONY: all build demo test lint bench fuzz soak clean
+.PHONY: all build demo demo-transport bench-e2e test lint bench fuzz soak clean generate check-generate
 
 all: build
 
@@ -22,13 +22,17 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o bin/softfabric ./cmd/softfabric
 	$(GO) build ./...
 
-# Until the AF_XDP data path lands, the demo is the transport engine moving
-# ~100k mixed requests over the in-memory link with 10 % loss, reordering,
-# duplication and corruption each way.
-demo:
+# Two namespaces, `softfabric up` in each, a ping-pong and a bandwidth run
+# next to the raw AF_XDP and UDP baselines, then `down` and clean-up (root).
+demo: build
+	bash scripts/demo.sh
+
+# The transport alone under a hostile in-memory network (10 % loss, reordering,
+# duplication, corruption each way), ~100k mixed requests, with its counters.
+demo-transport:
 	$(GO) test -count=1 -run 'TestHostileNetwork$$' -v ./dataplane/engine
 
-test: lint
+test: lint check-generate
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(GO) test -count=1 -race -short -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
 
@@ -40,6 +44,49 @@ lint: $(STATICCHECK)
 
 $(STATICCHECK):
 	GOBIN=$(dir $@) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+# BPF objects: bpf2go compiles bpf/**/*.c with clang and writes the
+# committed *_bpfel.go and *_bpfel.o beside them. The toolchain (clang,
+# llvm-strip from llvm, libbpf's bpf_helpers.h) comes from apt when missing.
+# The committed objects are built with Debian 12's clang 14.0.6; another
+# clang builds working but different bytes, which check-generate reports.
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+
+generate:
+	@if ! command -v clang >/dev/null || ! command -v llvm-strip >/dev/null || [ ! -e /usr/include/bpf/bpf_helpers.h ]; then \
+		echo "installing clang, llvm and libbpf-dev"; \
+		$(SUDO) apt-get update && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends clang llvm libbpf-dev; \
+	fi
+	$(GO) generate ./bpf/...
+
+# Regenerates into a scratch copy (go.mod, go.sum, bpf/) and fails when a
+# committed *_bpfel.o or *_bpfel.go differs from what the sources build,
+# or one is missing or left over. The comparison is byte for byte: bpf2go
+# passes -fno-ident and -fdebug-prefix-map and strips DWARF, so the output
+# holds no path, timestamp or compiler version and the same clang builds
+# the same bytes in any directory, run after run. On a mismatch it prints
+# the disassembly diff, which tells code changes from BTF-only ones.
+check-generate:
+	@set -eo pipefail; \
+	command -v clang >/dev/null || { echo "check-generate: no clang; run make generate"; exit 1; }; \
+	tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	cp go.mod go.sum "$$tmp"/; cp -R bpf "$$tmp"/; \
+	find "$$tmp/bpf" -name '*_bpfel.o' -delete -o -name '*_bpfel.go' -delete; \
+	(cd "$$tmp" && $(GO) generate ./bpf/...); \
+	list() { (cd "$$1" && find . \( -name '*_bpfel.o' -o -name '*_bpfel.go' \) | sed 's|^\./||' | sort); }; \
+	status=0; \
+	if ! diff <(list bpf) <(list "$$tmp/bpf"); then echo "check-generate: generated file set differs (<: committed, >: generated)"; status=1; fi; \
+	for f in $$(list "$$tmp/bpf"); do \
+		[ -e "bpf/$$f" ] || continue; \
+		if ! cmp -s "bpf/$$f" "$$tmp/bpf/$$f"; then \
+			echo "check-generate: bpf/$$f is stale"; status=1; \
+			case "$$f" in *.o) diff <(llvm-objdump -d --no-show-raw-insn "bpf/$$f" | tail -n +3) \
+				<(llvm-objdump -d --no-show-raw-insn "$$tmp/bpf/$$f" | tail -n +3) | head -40 || true;; esac; \
+		fi; \
+	done; \
+	if [ $$status -ne 0 ]; then echo "check-generate: run make generate with $$(clang --version | head -1) and commit the result"; exit 1; fi; \
+	echo "check-generate: bpf objects up to date ($$(clang --version | head -1))"
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./dataplane/...

@@ -3,17 +3,15 @@ module github.com/softfabric/softfabric
 go 1.26.8
 
 require (
+	github.com/cilium/ebpf v0.22.0
 	github.com/google/gopacket v1.1.19
 	github.com/mdlayher/socket v0.8.0
 	github.com/vishvananda/netlink v1.3.1
 	github.com/vishvananda/netns v0.0.5
+	golang.org/x/net v0.61.0
+	golang.org/x/sys v0.49.0
 )
 
-require (
-	github.com/cilium/ebpf v0.22.0 // indirect
-	golang.org/x/net v0.61.0 // indirect
-	golang.org/x/sync v0.24.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
-)
+require golang.org/x/sync v0.24.0 // indirect
 
 tool github.com/cilium/ebpf/cmd/bpf2go

@@ -105,6 +105,10 @@ func (r *requester) progress(q *QP, moved bool, now int64) {
 	if !moved {
 		return
 	}
+	if d := r.compPSN.Diff(r.lastComp); d > 0 {
+		r.onAcked(uint32(d))
+	}
+	r.lastComp = r.compPSN
 	r.retrying = false
 	r.retries = q.attr.RetryCnt
 	r.rnrRetries = q.attr.RNRRetry
@@ -238,6 +242,9 @@ func (r *requester) nak(q *QP, ps psn.PSN, code wire.NAKCode, now int64) {
 		}
 		r.fail(q, &r.sq[r.head&r.mask], st)
 		return
+	}
+	if !r.retrying {
+		r.onLoss(false)
 	}
 	if before == ps {
 		// No progress: this is a retry like a timeout is, and costs one.

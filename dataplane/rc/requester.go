@@ -11,6 +11,37 @@ import (
 	"github.com/softfabric/softfabric/dataplane/wire"
 )
 
+// Congestion window bounds, in packets.
+const (
+	initialCwnd = 64
+	minCwnd     = 4
+)
+
+// onAcked grows the window for n newly acknowledged packets: doubling per
+// round trip below ssthresh (slow start), one packet per window above.
+func (r *requester) onAcked(n uint32) {
+	if r.cwnd < r.ssthresh {
+		r.cwnd = min(r.cwnd+n, r.ssthresh, r.maxInflight)
+		return
+	}
+	r.cwndAcc += n
+	for r.cwndAcc >= r.cwnd && r.cwnd < r.maxInflight {
+		r.cwndAcc -= r.cwnd
+		r.cwnd++
+	}
+}
+
+// onLoss shrinks the window: halved for a NAKed gap, to the minimum for a
+// timeout, which means the path lost a whole flight.
+func (r *requester) onLoss(timeout bool) {
+	r.ssthresh = max(r.cwnd/2, minCwnd)
+	r.cwnd = r.ssthresh
+	if timeout {
+		r.cwnd = minCwnd
+	}
+	r.cwndAcc = 0
+}
+
 // ackReqEvery bounds the packets of a long message sent without asking for
 // an acknowledgement, so the requester frees its window before it stalls.
 const ackReqEvery = 32
@@ -46,6 +77,14 @@ type requester struct {
 	// oldest PSN not yet acknowledged.
 	sendPSN, nextPSN, compPSN psn.PSN
 	maxInflight               uint32
+	// cwnd bounds the packets in flight below maxInflight: a congestion
+	// window, AIMD in packets. A software path has no lossless fabric
+	// underneath, and go-back-N turns every overflowed queue into a
+	// retransmitted window, so the requester backs off on loss signals
+	// (a sequence NAK, a timeout) and probes upward as ACKs arrive.
+	cwnd, ssthresh uint32
+	cwndAcc        uint32  // acknowledged packets towards the next +1
+	lastComp       psn.PSN // compPSN when the window last grew
 	// rdAtomic counts reads and atomics started and not completed.
 	rdAtomic int
 	// retries and rnrRetries are what is left of the retry counters; they
@@ -70,10 +109,12 @@ func (r *requester) init(depth, maxInflight int) {
 		n <<= 1
 	}
 	*r = requester{sq: make([]sendWQE, n), mask: uint32(n - 1), maxInflight: uint32(maxInflight)}
+	r.cwnd = min(initialCwnd, r.maxInflight)
+	r.ssthresh = r.maxInflight
 }
 
 func (r *requester) setPSN(p psn.PSN) {
-	r.sendPSN, r.nextPSN, r.compPSN, r.highSent = p, p, p, p
+	r.sendPSN, r.nextPSN, r.compPSN, r.highSent, r.lastComp = p, p, p, p, p
 }
 
 func (r *requester) post(q *QP, wr *verbs.SendWR) error {
@@ -116,7 +157,7 @@ func (r *requester) canSend(q *QP) bool {
 	if r.cur == r.tail || r.rnrUntil != 0 {
 		return false
 	}
-	if uint32(r.sendPSN.Diff(r.compPSN)) >= r.maxInflight {
+	if uint32(r.sendPSN.Diff(r.compPSN)) >= r.cwnd {
 		return false
 	}
 	w := &r.sq[r.cur&r.mask]
@@ -326,6 +367,7 @@ func (r *requester) retry(q *QP, now int64) bool {
 		return false
 	}
 	r.retries--
+	r.onLoss(true)
 	r.rewind(r.compPSN)
 	r.armTimer(q, now)
 	return true

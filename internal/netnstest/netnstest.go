@@ -55,9 +55,17 @@ type Host struct {
 	Index int // ifindex inside the namespace
 }
 
-// Pair is two hosts joined by a veth pair.
+// Pair is two hosts joined by a veth pair, or, with NewWiredPair, by a
+// third namespace (Wire) that bridges them.
 type Pair struct {
 	A, B *Host
+	// Wire, in a wired pair, is the namespace between A and B: its
+	// interfaces WireA (towards A) and WireB (towards B) are bridged, so
+	// frames cross it through the kernel's normal transmit path, where tc
+	// programs (an impairment) see them. AF_XDP transmit bypasses tc on
+	// the sending host itself, which is why the faults go in the middle.
+	Wire         *Host
+	WireA, WireB string
 }
 
 // Options shape a pair.
@@ -80,11 +88,23 @@ func Run(name string, args ...string) (string, error) {
 	return string(out), nil
 }
 
+// NewWiredPair creates hosts A and B (as NewPair) joined through a middle
+// namespace that bridges a veth towards each.
+func NewWiredPair(t testing.TB, o Options) *Pair {
+	t.Helper()
+	return newPair(t, o, true)
+}
+
 // NewPair creates two namespaces joined by a veth pair with addresses
 // 198.18.0.1/24 and 198.18.0.2/24 (fd00:198:18::1/64 and ::2) and removes
 // them when the test ends. Interface names are eth0 in both namespaces, as
 // on real hosts.
 func NewPair(t testing.TB, o Options) *Pair {
+	t.Helper()
+	return newPair(t, o, false)
+}
+
+func newPair(t testing.TB, o Options, wired bool) *Pair {
 	t.Helper()
 	Require(t)
 	if o.Queues == 0 {
@@ -98,8 +118,14 @@ func NewPair(t testing.TB, o Options) *Pair {
 		A: &Host{NS: id + "-a", Iface: "eth0", Addr: netip.MustParsePrefix("198.18.0.1/24"), Addr6: netip.MustParsePrefix("fd00:198:18::1/64")},
 		B: &Host{NS: id + "-b", Iface: "eth0", Addr: netip.MustParsePrefix("198.18.0.2/24"), Addr6: netip.MustParsePrefix("fd00:198:18::2/64")},
 	}
+	hosts := []*Host{p.A, p.B}
+	if wired {
+		p.Wire = &Host{NS: id + "-w", Iface: "br0"}
+		p.WireA, p.WireB = "wa", "wb"
+		hosts = append(hosts, p.Wire)
+	}
 	t.Cleanup(func() {
-		for _, h := range []*Host{p.A, p.B} {
+		for _, h := range hosts {
 			_, _ = Run("ip", "netns", "del", h.NS)
 		}
 	})
@@ -108,9 +134,29 @@ func NewPair(t testing.TB, o Options) *Pair {
 	steps := [][]string{
 		{"ip", "netns", "add", p.A.NS},
 		{"ip", "netns", "add", p.B.NS},
-		{"ip", "link", "add", tmpA, "numtxqueues", q, "numrxqueues", q, "type", "veth", "peer", "name", tmpB, "numtxqueues", q, "numrxqueues", q},
-		{"ip", "link", "set", tmpA, "netns", p.A.NS},
-		{"ip", "link", "set", tmpB, "netns", p.B.NS},
+	}
+	if !wired {
+		steps = append(steps,
+			[]string{"ip", "link", "add", tmpA, "numtxqueues", q, "numrxqueues", q, "type", "veth", "peer", "name", tmpB, "numtxqueues", q, "numrxqueues", q},
+			[]string{"ip", "link", "set", tmpA, "netns", p.A.NS},
+			[]string{"ip", "link", "set", tmpB, "netns", p.B.NS},
+		)
+	} else {
+		w := p.Wire.NS
+		mtu := fmt.Sprint(o.MTU)
+		steps = append(steps,
+			[]string{"ip", "netns", "add", w},
+			[]string{"ip", "link", "add", tmpA, "numtxqueues", q, "numrxqueues", q, "type", "veth", "peer", "name", p.WireA, "numtxqueues", q, "numrxqueues", q},
+			[]string{"ip", "link", "add", tmpB, "numtxqueues", q, "numrxqueues", q, "type", "veth", "peer", "name", p.WireB, "numtxqueues", q, "numrxqueues", q},
+			[]string{"ip", "link", "set", tmpA, "netns", p.A.NS},
+			[]string{"ip", "link", "set", tmpB, "netns", p.B.NS},
+			[]string{"ip", "link", "set", p.WireA, "netns", w},
+			[]string{"ip", "link", "set", p.WireB, "netns", w},
+			[]string{"ip", "-n", w, "link", "add", "br0", "type", "bridge"},
+			[]string{"ip", "-n", w, "link", "set", p.WireA, "master", "br0", "mtu", mtu, "up"},
+			[]string{"ip", "-n", w, "link", "set", p.WireB, "master", "br0", "mtu", mtu, "up"},
+			[]string{"ip", "-n", w, "link", "set", "br0", "mtu", mtu, "up"},
+		)
 	}
 	for _, h := range []struct {
 		h   *Host

@@ -49,3 +49,13 @@ func TestPairPingAndTCP(t *testing.T) {
 		t.Fatalf("queues: %v\n%s", err, out)
 	}
 }
+
+func TestWiredPair(t *testing.T) {
+	p := NewWiredPair(t, Options{Queues: 2})
+	if out, err := p.A.Exec("ping", "-c", "1", "-W", "2", p.B.Addr.Addr().String()); err != nil {
+		t.Fatalf("ping through the wire namespace: %v\n%s", err, out)
+	}
+	if out, err := p.Wire.Exec("ip", "link", "show", p.WireB); err != nil || !strings.Contains(out, "master br0") {
+		t.Fatalf("wire: %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/softfabric/softfabric/ctrl"
+	"github.com/softfabric/softfabric/device"
+	"github.com/softfabric/softfabric/internal/perf"
+)
+
+func init() {
+	commands["perf"] = command{run: cmdPerf, flags: func() *flag.FlagSet { return perfFlagSet(new(perfOpts)) }}
+	commands["pingpong"] = command{run: cmdPingPong, flags: func() *flag.FlagSet { return ppFlagSet(new(ppOpts)) }}
+}
+
+type perfOpts struct {
+	iface    string
+	size     int
+	iters    int
+	duration time.Duration
+	qps      int
+	lat      bool
+	json     bool
+	port     int
+	mtu      int
+	compare  bool
+	timeout  time.Duration
+}
+
+func perfFlagSet(o *perfOpts) *flag.FlagSet {
+	fs := flag.NewFlagSet("perf", flag.ContinueOnError)
+	fs.StringVar(&o.iface, "iface", "", "interface softfabric is up on (required)")
+	fs.IntVar(&o.size, "size", 65536, "message size in bytes (atomic: 8)")
+	fs.IntVar(&o.iters, "iters", 0, "messages (default 5000, 1000 with --lat)")
+	fs.DurationVar(&o.duration, "duration", 0, "run for this long instead of --iters")
+	fs.IntVar(&o.qps, "qps", 1, "queue pairs")
+	fs.BoolVar(&o.lat, "lat", false, "measure latency (one request in flight) instead of bandwidth")
+	fs.BoolVar(&o.json, "json", false, "print JSON")
+	fs.IntVar(&o.port, "port", perf.DefaultPort, "TCP port of the out-of-band exchange")
+	fs.IntVar(&o.mtu, "mtu", 0, "path MTU: 256, 512, 1024, 2048 or 4096 (default: the largest the link allows)")
+	fs.BoolVar(&o.compare, "compare", false, "client: also run the raw AF_XDP and UDP socket baselines at the same size, in the same run")
+	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up after this long")
+	return fs
+}
+
+func signalContext(d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+	return ctx, func() { stop(); cancel() }
+}
+
+func cmdPerf(args []string, stdout, stderr io.Writer) error {
+	var o perfOpts
+	pos, err := parse(perfFlagSet(&o), args)
+	if err != nil {
+		return err
+	}
+	if len(pos) < 1 || len(pos) > 2 {
+		return usagef("perf needs an operation (write, read, send, atomic, udp, xdp) and, for the client, a server address")
+	}
+	op := pos[0]
+	if !slices.Contains(perf.Ops, op) && !slices.Contains(perf.Baselines, op) {
+		return usagef("unknown operation %q: want write, read, send, atomic, udp or xdp", op)
+	}
+	if o.iface == "" {
+		return usagef("--iface is required")
+	}
+	if o.mtu != 0 && o.mtu != 256 && o.mtu != 512 && o.mtu != 1024 && o.mtu != 2048 && o.mtu != 4096 {
+		return usagef("--mtu %d: want 256, 512, 1024, 2048 or 4096", o.mtu)
+	}
+	if o.size < 0 || o.qps < 1 || o.iters < 0 || o.duration < 0 || o.port <= 0 || o.port > 65535 {
+		return usagef("--size, --qps, --iters, --duration and --port must be positive")
+	}
+	if err := needRoot(); err != nil {
+		return err
+	}
+	d, err := device.Open(o.iface, device.OpenOptions{})
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	ctx, cancel := signalContext(o.timeout)
+	defer cancel()
+
+	if len(pos) == 1 { // server
+		ln, err := net.Listen("tcp", ":"+strconv.Itoa(o.port))
+		if err != nil {
+			return err
+		}
+		defer ln.Close()
+		fmt.Fprintf(stderr, "softfabric perf: waiting for a client on port %d (%s)\n", o.port, o.iface)
+		rs, err := perf.Serve(ctx, d, ln)
+		if err != nil {
+			return err
+		}
+		if o.json {
+			return perf.PrintJSON(stdout, rs)
+		}
+		for _, r := range rs {
+			fmt.Fprintf(stdout, "softfabric perf: served %s, %d bytes, %d QP(s)%s\n", r.Op, r.Bytes, r.QPs, receivedNote(r))
+		}
+		return nil
+	}
+	server := pos[1]
+	if _, _, err := net.SplitHostPort(server); err != nil {
+		server = net.JoinHostPort(server, strconv.Itoa(o.port))
+	}
+	tests := []string{op}
+	if o.compare {
+		for _, b := range perf.Baselines {
+			if b != op {
+				tests = append(tests, b)
+			}
+		}
+	}
+	cfgs := make([]perf.Config, len(tests))
+	for i, t := range tests {
+		cfgs[i] = perf.Config{Op: t, Size: o.size, Iters: o.iters, Duration: o.duration, QPs: o.qps, Lat: o.lat, MTU: o.mtu}
+	}
+	rs, err := perf.Run(ctx, d, server, cfgs...)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return perf.PrintJSON(stdout, rs)
+	}
+	for _, r := range rs {
+		perf.Print(stdout, perf.Title(r.Op, o.lat), []perf.Result{r})
+	}
+	if len(rs) > 1 {
+		perf.PrintRatios(stdout, rs)
+	}
+	return nil
+}
+
+func receivedNote(r perf.Result) string {
+	if r.Received > 0 {
+		return fmt.Sprintf(", %d messages received", r.Received)
+	}
+	return ""
+}
+
+type ppOpts struct {
+	iface string
+	size  int
+	iters int
+	mtu   int
+	port  int
+	gid   int
+}
+
+func ppFlagSet(o *ppOpts) *flag.FlagSet {
+	fs := flag.NewFlagSet("pingpong", flag.ContinueOnError)
+	fs.StringVar(&o.iface, "iface", "", "interface softfabric is up on (required)")
+	fs.IntVar(&o.size, "s", 4096, "message size")
+	fs.IntVar(&o.iters, "n", 1000, "iterations")
+	fs.IntVar(&o.mtu, "m", 1024, "path MTU")
+	fs.IntVar(&o.port, "p", perf.DefaultPort, "TCP port of the exchange")
+	fs.IntVar(&o.gid, "g", -1, "GID index (accepted for ibv_rc_pingpong compatibility; the GID follows the address the exchange uses)")
+	return fs
+}
+
+func cmdPingPong(args []string, stdout, stderr io.Writer) error {
+	var o ppOpts
+	pos, err := parse(ppFlagSet(&o), args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 1 {
+		return usagef("pingpong takes at most one server address")
+	}
+	if o.iface == "" {
+		return usagef("--iface is required")
+	}
+	if o.size < 1 || o.iters < 1 || o.port <= 0 || o.port > 65535 {
+		return usagef("-s, -n and -p must be positive")
+	}
+	if o.mtu != 256 && o.mtu != 512 && o.mtu != 1024 && o.mtu != 2048 && o.mtu != 4096 {
+		return usagef("-m %d: want 256, 512, 1024, 2048 or 4096", o.mtu)
+	}
+	if err := needRoot(); err != nil {
+		return err
+	}
+	d, err := device.Open(o.iface, device.OpenOptions{})
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	ctx, cancel := signalContext(2 * time.Minute)
+	defer cancel()
+	pp := perf.PingPong{Size: o.size, Iters: o.iters, MTU: o.mtu, WireGID: ctrl.WireGID, ParseWireGID: ctrl.ParseWireGID}
+	var r perf.PingPongResult
+	if len(pos) == 0 {
+		ln, err := net.Listen("tcp", ":"+strconv.Itoa(o.port))
+		if err != nil {
+			return err
+		}
+		defer ln.Close()
+		fmt.Fprintf(stderr, "softfabric pingpong: waiting for a client on port %d (%s)\n", o.port, o.iface)
+		r, err = pp.Serve(ctx, d, ln)
+		if err != nil {
+			return err
+		}
+	} else {
+		server := pos[0]
+		if _, _, err := net.SplitHostPort(server); err != nil {
+			server = net.JoinHostPort(server, strconv.Itoa(o.port))
+		}
+		r, err = pp.Run(ctx, d, server)
+		if err != nil {
+			return err
+		}
+	}
+	fmt.Fprint(stdout, r)
+	return nil
+}

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/softfabric/softfabric/bpf"
+	"github.com/softfabric/softfabric/ctrl"
+	"github.com/softfabric/softfabric/device"
+)
+
+func init() {
+	commands["status"] = command{run: cmdStatus, flags: func() *flag.FlagSet { return statusFlagSet(new(bool)) }}
+	commands["stats"] = command{run: cmdStats, flags: func() *flag.FlagSet { return statusFlagSet(new(bool)) }}
+}
+
+func statusFlagSet(js *bool) *flag.FlagSet {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs.BoolVar(js, "json", false, "print JSON")
+	return fs
+}
+
+// Status is what `softfabric status` reports about one device.
+type Status struct {
+	Iface     string        `json:"iface"`
+	Ifindex   int           `json:"ifindex"`
+	MAC       string        `json:"mac"`
+	State     string        `json:"state"`
+	Since     time.Time     `json:"since"`
+	MTU       int           `json:"mtu"`
+	ActiveMTU int           `json:"active_mtu"`
+	XDP       string        `json:"xdp"`
+	XDPProgID uint32        `json:"xdp_prog_id"`
+	Frags     bool          `json:"multi_buffer"`
+	Queues    int           `json:"queues"`
+	Owner     int           `json:"owner_pid,omitempty"`
+	Contexts  int           `json:"contexts"`
+	QPs       int           `json:"qps"`
+	GIDs      []string      `json:"gids"`
+	Counters  *bpf.Counters `json:"counters,omitempty"`
+}
+
+func deviceStatus(iface string) (*Status, error) {
+	dev, err := ctrl.LookupDevice(iface)
+	if err != nil {
+		return nil, err
+	}
+	runDir := ctrl.RunDir(dev.NetNS, iface)
+	st, err := ctrl.LoadState(runDir)
+	if err != nil || st.Current(dev) != nil {
+		return nil, fmt.Errorf("%s is not up", iface)
+	}
+	s := &Status{
+		Iface: iface, Ifindex: dev.Index, MAC: dev.MAC.String(), State: "PORT_ACTIVE", Since: st.Since,
+		MTU: dev.MTU, XDP: st.XDPMode, XDPProgID: dev.XDPProgID, Frags: st.Frags, Queues: dev.RxQueues,
+	}
+	s.ActiveMTU = device.ActiveMTU(dev.MTU)
+	if !dev.Up {
+		s.State = "PORT_DOWN"
+	}
+	if dev.XDPProgID == 0 {
+		s.State = "PORT_DOWN (classifier detached)"
+	}
+	for i, g := range ctrl.GIDs(dev) {
+		s.GIDs = append(s.GIDs, fmt.Sprintf("GID[%d]: %s", i, ctrl.FormatGID(g)))
+	}
+	if pid := ownerPID(runDir); pid != 0 {
+		s.Owner = pid
+		s.Contexts = 1
+	}
+	if cls, err := bpf.Open(st.PinDir); err == nil {
+		defer cls.Close()
+		if c, err := cls.Counters(); err == nil {
+			s.Counters = &c
+		}
+		if qps, err := cls.QPs(); err == nil {
+			s.QPs = len(qps)
+		}
+	}
+	return s, nil
+}
+
+// ownerPID is the pid of the process holding the device, 0 if none.
+func ownerPID(runDir string) int {
+	l, err := ctrl.LockDevice(runDir)
+	if err == nil {
+		_ = l.Unlock()
+		return 0
+	}
+	var busy *ctrl.BusyError
+	if errors.As(err, &busy) {
+		return busy.PID
+	}
+	return 0
+}
+
+// upInterfaces lists the interfaces of this namespace that are up.
+func upInterfaces() ([]string, error) {
+	ns, err := ctrl.NetNSID()
+	if err != nil {
+		return nil, err
+	}
+	base := filepath.Dir(ctrl.RunDir(ns, "x"))
+	ents, err := os.ReadDir(base)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func cmdStatus(args []string, stdout, _ io.Writer) error {
+	var js bool
+	pos, err := parse(statusFlagSet(&js), args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 1 {
+		return usagef("status takes at most one interface name")
+	}
+	ifaces := pos
+	if len(ifaces) == 0 {
+		if ifaces, err = upInterfaces(); err != nil {
+			return err
+		}
+	}
+	var all []*Status
+	for _, i := range ifaces {
+		s, err := deviceStatus(i)
+		if err != nil {
+			return err
+		}
+		all = append(all, s)
+	}
+	if js {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(all)
+	}
+	if len(all) == 0 {
+		fmt.Fprintln(stdout, "softfabric: no device is up in this network namespace")
+		return nil
+	}
+	for _, s := range all {
+		printStatus(stdout, s)
+	}
+	return nil
+}
+
+func printStatus(w io.Writer, s *Status) {
+	owner := "none"
+	if s.Owner != 0 {
+		owner = fmt.Sprintf("pid %d", s.Owner)
+	}
+	fmt.Fprintf(w, "hca_id:\tsoftfabric_%s\n", s.Iface)
+	fmt.Fprintf(w, "\ttransport:\t\tRoCEv2 (softfabric, XDP + AF_XDP)\n")
+	fmt.Fprintf(w, "\tinterface:\t\t%s (ifindex %d)\n", s.Iface, s.Ifindex)
+	fmt.Fprintf(w, "\tmac:\t\t\t%s\n", s.MAC)
+	fmt.Fprintf(w, "\tstate:\t\t\t%s (since %s)\n", s.State, s.Since.Format(time.RFC3339))
+	fmt.Fprintf(w, "\tmtu:\t\t\t%d (active_mtu %d)\n", s.MTU, s.ActiveMTU)
+	fmt.Fprintf(w, "\txdp:\t\t\t%s, prog id %d%s\n", s.XDP, s.XDPProgID, map[bool]string{true: ", multi-buffer", false: ""}[s.Frags])
+	fmt.Fprintf(w, "\tqueues:\t\t\t%d\n", s.Queues)
+	fmt.Fprintf(w, "\tcontexts:\t\t%d (owner %s)\n", s.Contexts, owner)
+	fmt.Fprintf(w, "\tqps:\t\t\t%d\n", s.QPs)
+	fmt.Fprintf(w, "\tgids:\n")
+	for _, g := range s.GIDs {
+		fmt.Fprintf(w, "\t\t%s\n", g)
+	}
+	if c := s.Counters; c != nil {
+		printCounters(w, c, "\t")
+	}
+}
+
+func printCounters(w io.Writer, c *bpf.Counters, indent string) {
+	fmt.Fprintf(w, "%sclassifier:\n", indent)
+	rows := []struct {
+		name string
+		v    uint64
+	}{
+		{"redirected", c.Redirected}, {"passed", c.Passed}, {"dropped_bad_version", c.BadVersion},
+		{"dropped_bad_pkey", c.BadPKey}, {"dropped_unknown_qpn", c.UnknownQPN}, {"dropped_short", c.Short},
+		{"dropped_no_socket", c.NoSocket}, {"dropped_by_rule", c.RuleDrop},
+	}
+	for _, r := range rows {
+		fmt.Fprintf(w, "%s\t%-22s %d\n", indent, r.name, r.v)
+	}
+	for i, h := range c.RuleHits {
+		if h != 0 {
+			fmt.Fprintf(w, "%s\trule[%d]_hits%-10s %d\n", indent, i, "", h)
+		}
+	}
+}
+
+func cmdStats(args []string, stdout, _ io.Writer) error {
+	var js bool
+	pos, err := parse(statusFlagSet(&js), args)
+	if err != nil {
+		return err
+	}
+	iface, err := oneIface("stats", pos)
+	if err != nil {
+		return err
+	}
+	s, err := deviceStatus(iface)
+	if err != nil {
+		return err
+	}
+	if s.Counters == nil {
+		return fmt.Errorf("%s: classifier counters unavailable", iface)
+	}
+	if js {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(s.Counters)
+	}
+	printCounters(stdout, s.Counters, "")
+	return nil
+}

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"time"
+
+	"github.com/softfabric/softfabric/bpf"
+	"github.com/softfabric/softfabric/ctrl"
+)
+
+func init() {
+	commands["up"] = command{run: cmdUp, flags: upFlags}
+	commands["down"] = command{run: cmdDown, flags: downFlags}
+}
+
+type upOpts struct {
+	mode  string
+	frags string
+}
+
+func upFlags() *flag.FlagSet { return upFlagSet(new(upOpts)) }
+
+func upFlagSet(o *upOpts) *flag.FlagSet {
+	fs := flag.NewFlagSet("up", flag.ContinueOnError)
+	fs.StringVar(&o.mode, "mode", "auto", "XDP attach mode: auto (native, else generic), native or generic")
+	fs.StringVar(&o.frags, "frags", "auto", "multi-buffer XDP for frames over 3840 bytes: auto (when the MTU needs it), on or off")
+	return fs
+}
+
+// copyModeMaxFrame is the largest frame an AF_XDP socket in copy mode
+// receives into one 4 KiB UMEM chunk (the rest is headroom); bigger frames
+// need the multi-buffer (frags) path.
+const copyModeMaxFrame = 3840
+
+func oneIface(cmd string, pos []string) (string, error) {
+	if len(pos) != 1 {
+		return "", usagef("%s needs exactly one interface name", cmd)
+	}
+	return pos[0], nil
+}
+
+func needRoot() error {
+	if os.Geteuid() != 0 {
+		return errors.New("needs root (CAP_NET_ADMIN and CAP_BPF)")
+	}
+	return nil
+}
+
+func cmdUp(args []string, stdout, _ io.Writer) error {
+	var o upOpts
+	pos, err := parse(upFlagSet(&o), args)
+	if err != nil {
+		return err
+	}
+	iface, err := oneIface("up", pos)
+	if err != nil {
+		return err
+	}
+	var mode bpf.Mode
+	switch o.mode {
+	case "auto":
+		mode = bpf.ModeAuto
+	case "native":
+		mode = bpf.ModeNative
+	case "generic":
+		mode = bpf.ModeGeneric
+	default:
+		return usagef("--mode %q: want auto, native or generic", o.mode)
+	}
+	if o.frags != "auto" && o.frags != "on" && o.frags != "off" {
+		return usagef("--frags %q: want auto, on or off", o.frags)
+	}
+	if err := needRoot(); err != nil {
+		return err
+	}
+	if err := ctrl.EnsureBPFFS(); err != nil {
+		return err
+	}
+	dev, err := ctrl.LookupDevice(iface)
+	if err != nil {
+		return err
+	}
+	runDir, pinDir := ctrl.RunDir(dev.NetNS, iface), ctrl.BPFDir(dev.NetNS, iface)
+	if st, err := ctrl.LoadState(runDir); err == nil {
+		if st.Current(dev) == nil {
+			fmt.Fprintf(stdout, "softfabric: %s is already up (since %s, XDP %s)\n", iface, st.Since.Format(time.RFC3339), st.XDPMode)
+			return nil
+		}
+		// A record that no longer holds (a namespace gone and its inode
+		// reused, a program detached behind our back): start over. What
+		// is attached now, if anything, is not ours: Attach refuses it.
+		_ = bpf.Remove(pinDir)
+		_ = ctrl.RemoveState(runDir)
+	} else {
+		_ = bpf.Remove(pinDir) // pins without a record are debris too
+	}
+	frags := o.frags == "on" || o.frags == "auto" && dev.MTU+18 > copyModeMaxFrame
+	cls, err := bpf.Load(bpf.Options{Frags: frags})
+	if err != nil {
+		return err
+	}
+	defer cls.Close()
+	used, err := cls.Attach(dev.Index, mode)
+	if err != nil {
+		return fmt.Errorf("%s: %w", iface, err)
+	}
+	undo := func() { _ = cls.Detach(); _ = bpf.Remove(pinDir); _ = ctrl.RemoveState(runDir) }
+	if err := cls.AllowPKey(0xffff); err != nil {
+		undo()
+		return err
+	}
+	if err := cls.Pin(pinDir); err != nil {
+		undo()
+		return err
+	}
+	progID, err := cls.ProgramID()
+	if err != nil {
+		undo()
+		return err
+	}
+	st := &ctrl.State{
+		ProgID: progID,
+		Iface:  iface, Ifindex: dev.Index, NetNS: dev.NetNS, MAC: dev.MAC.String(), MTU: dev.MTU,
+		Queues: dev.RxQueues, XDPMode: used.String(), Frags: frags, PinDir: pinDir, Since: time.Now(), Version: version,
+	}
+	if err := ctrl.SaveState(runDir, st); err != nil {
+		undo()
+		return err
+	}
+	fmt.Fprintf(stdout, "softfabric: %s up: XDP %s, %d queue(s), MTU %d%s\n", iface, used, dev.RxQueues, dev.MTU, map[bool]string{true: ", multi-buffer", false: ""}[frags])
+	return nil
+}
+
+func downFlags() *flag.FlagSet { return flag.NewFlagSet("down", flag.ContinueOnError) }
+
+func cmdDown(args []string, stdout, _ io.Writer) error {
+	pos, err := parse(downFlags(), args)
+	if err != nil {
+		return err
+	}
+	iface, err := oneIface("down", pos)
+	if err != nil {
+		return err
+	}
+	if err := needRoot(); err != nil {
+		return err
+	}
+	if err := ctrl.EnsureBPFFS(); err != nil {
+		return err
+	}
+	dev, err := ctrl.LookupDevice(iface)
+	if err != nil {
+		return err
+	}
+	runDir, pinDir := ctrl.RunDir(dev.NetNS, iface), ctrl.BPFDir(dev.NetNS, iface)
+	st, stErr := ctrl.LoadState(runDir)
+	if stErr == nil && st.Current(dev) != nil {
+		// Debris of another namespace or of a detached program: clear it,
+		// but this interface was not up.
+		_ = bpf.Remove(pinDir)
+		_ = ctrl.RemoveState(runDir)
+		return fmt.Errorf("%s is not up", iface)
+	}
+	if _, pinErr := os.Stat(pinDir); errors.Is(stErr, fs.ErrNotExist) && errors.Is(pinErr, fs.ErrNotExist) {
+		return fmt.Errorf("%s is not up", iface)
+	}
+	// Refuse while a process owns the device's queues.
+	if stErr == nil {
+		lock, err := ctrl.LockDevice(runDir)
+		if err != nil {
+			return err
+		}
+		defer lock.Unlock()
+	}
+	if err := bpf.Remove(pinDir); err != nil {
+		return err
+	}
+	if err := ctrl.RemoveState(runDir); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "softfabric: %s down\n", iface)
+	return nil
+}

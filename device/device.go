@@ -1,0 +1,327 @@
+// Package device is a softfabric device as an application sees it: a link
+// (the AF_XDP contexts of an interface brought up with `softfabric up`, or
+// an in-memory link in tests), the engine that runs queue pairs over it,
+// the memory regions, and the address facts (MAC, GIDs, next hops) needed
+// to connect queue pairs to peers.
+//
+// A Device is driven by one goroutine: the application's, which makes
+// progress by calling Progress (manual progress, as libfabric's
+// FI_PROGRESS_MANUAL), or a worker's.
+package device
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"time"
+
+	"github.com/softfabric/softfabric/dataplane/engine"
+	"github.com/softfabric/softfabric/dataplane/link"
+	"github.com/softfabric/softfabric/dataplane/mr"
+	"github.com/softfabric/softfabric/dataplane/psn"
+	"github.com/softfabric/softfabric/dataplane/rc"
+	"github.com/softfabric/softfabric/dataplane/ud"
+	"github.com/softfabric/softfabric/dataplane/verbs"
+	"github.com/softfabric/softfabric/dataplane/wire"
+)
+
+// Registrar tells the receive classifier which queue pair numbers belong to
+// this device's contexts. Nil in tests over in-memory links.
+type Registrar interface {
+	SetQP(qpn, ctx uint32) error
+	DeleteQP(qpn uint32) error
+}
+
+// Resolver finds the source address and next-hop MAC for a destination.
+type Resolver func(ctx context.Context, dst netip.Addr) (src netip.Addr, mac [6]byte, err error)
+
+// Options describe a device over a given link.
+type Options struct {
+	Name string
+	MAC  [6]byte
+	// GIDs are the device's RoCEv2 GIDs (IPv4-mapped or IPv6).
+	GIDs []netip.Addr
+	// MTU is the link MTU; the largest path MTU is derived from it.
+	MTU       int
+	Resolve   Resolver
+	Registrar Registrar
+	// MaxRegions sizes the memory region table (default 4096).
+	MaxRegions int
+}
+
+// Device is an open softfabric device.
+type Device struct {
+	opts    Options
+	link    link.Link
+	node    *engine.Node
+	mrs     *mr.Table
+	epoch   time.Time
+	qps     map[uint32]engine.QP
+	closers []func() error
+}
+
+// New returns a device over l.
+func New(l link.Link, o Options) *Device {
+	if o.MaxRegions == 0 {
+		o.MaxRegions = 4096
+	}
+	return &Device{opts: o, link: l, node: engine.New(l), mrs: mr.NewTable(o.MaxRegions), epoch: time.Now(), qps: map[uint32]engine.QP{}}
+}
+
+// Name is the interface name.
+func (d *Device) Name() string { return d.opts.Name }
+
+// MAC is the device's Ethernet address.
+func (d *Device) MAC() [6]byte { return d.opts.MAC }
+
+// GIDs are the device's RoCEv2 GIDs.
+func (d *Device) GIDs() []netip.Addr { return d.opts.GIDs }
+
+// MRs is the device's memory region table.
+func (d *Device) MRs() *mr.Table { return d.mrs }
+
+// Node is the engine running the device's queue pairs.
+func (d *Device) Node() *engine.Node { return d.node }
+
+// ActiveMTU is the largest IBTA path MTU that fits the link MTU with the
+// RoCEv2 headers (IPv4 or IPv6, UDP, BTH and its extensions, ICRC).
+func (d *Device) ActiveMTU() int { return ActiveMTU(d.opts.MTU) }
+
+// ActiveMTU is the largest IBTA path MTU that fits a link MTU of linkMTU.
+func ActiveMTU(linkMTU int) int {
+	const overhead = wire.IPv6Size + wire.UDPSize + wire.BTHSize + wire.AtomicETHSize + wire.ICRCSize
+	for _, m := range []int{4096, 2048, 1024, 512, 256} {
+		if m+overhead <= linkMTU {
+			return m
+		}
+	}
+	return 256
+}
+
+// Now is the engine clock: nanoseconds since the device was opened.
+func (d *Device) Now() int64 { return int64(time.Since(d.epoch)) }
+
+// Progress runs one engine pass: receive, execute, transmit. It reports
+// whether anything happened.
+func (d *Device) Progress() (bool, error) { return d.node.Poll(d.Now()) }
+
+// Close destroys the queue pairs and releases what Open took.
+func (d *Device) Close() error {
+	for n, q := range d.qps {
+		if q == nil {
+			d.ReleaseQPN(n)
+		} else {
+			d.Destroy(q)
+		}
+	}
+	var errs []error
+	for i := len(d.closers) - 1; i >= 0; i-- {
+		errs = append(errs, d.closers[i]())
+	}
+	return errors.Join(errs...)
+}
+
+// allocQPN picks an unused queue pair number: random, so that a restarted
+// process does not reuse its predecessor's numbers while old packets are
+// still in flight.
+func (d *Device) allocQPN() uint32 {
+	for {
+		n := 2 + rand.Uint32N(engine.MaxQPN-2)
+		if _, used := d.qps[n]; !used {
+			return n
+		}
+	}
+}
+
+func (d *Device) attach(q engine.QP) error {
+	if d.opts.Registrar != nil {
+		if err := d.opts.Registrar.SetQP(q.QPN(), 0); err != nil {
+			return fmt.Errorf("registering QPN %d with the classifier: %w", q.QPN(), err)
+		}
+	}
+	if err := d.node.Attach(q); err != nil {
+		if d.opts.Registrar != nil {
+			_ = d.opts.Registrar.DeleteQP(q.QPN())
+		}
+		return err
+	}
+	d.qps[q.QPN()] = q
+	return nil
+}
+
+// Destroy removes a queue pair from the device.
+func (d *Device) Destroy(q engine.QP) {
+	if _, ok := d.qps[q.QPN()]; !ok {
+		return
+	}
+	delete(d.qps, q.QPN())
+	d.node.Detach(q)
+	if d.opts.Registrar != nil {
+		_ = d.opts.Registrar.DeleteQP(q.QPN())
+	}
+}
+
+// QPConfig describes a new queue pair.
+type QPConfig struct {
+	SendCQ, RecvCQ *verbs.CQ
+	RQ             *verbs.RecvQueue
+	SQDepth        int
+}
+
+// NewRC creates a reliable connected queue pair in the INIT state.
+func (d *Device) NewRC(c QPConfig, access mr.Access) (*rc.QP, error) {
+	q, err := rc.New(rc.Config{QPN: d.allocQPN(), MRs: d.mrs, SendCQ: c.SendCQ, RecvCQ: c.RecvCQ, RQ: c.RQ, SQDepth: c.SQDepth})
+	if err != nil {
+		return nil, err
+	}
+	a := verbs.QPAttr{State: verbs.StateInit, Access: access, PKey: wire.DefaultPKey}
+	if err := q.Modify(&a, verbs.AttrState|verbs.AttrAccess|verbs.AttrPKey); err != nil {
+		return nil, err
+	}
+	if err := d.attach(q); err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+// NewUD creates an unreliable datagram queue pair in RTS.
+func (d *Device) NewUD(c QPConfig, qkey uint32) (*ud.QP, error) {
+	q, err := ud.New(ud.Config{QPN: d.allocQPN(), MRs: d.mrs, SendCQ: c.SendCQ, RecvCQ: c.RecvCQ, RQ: c.RQ, SQDepth: c.SQDepth})
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range []struct {
+		a verbs.QPAttr
+		m verbs.AttrMask
+	}{
+		{verbs.QPAttr{State: verbs.StateInit, QKey: qkey, PKey: wire.DefaultPKey}, verbs.AttrState | verbs.AttrQKey | verbs.AttrPKey},
+		{verbs.QPAttr{State: verbs.StateRTR, PathMTU: d.ActiveMTU()}, verbs.AttrState | verbs.AttrPathMTU},
+		{verbs.QPAttr{State: verbs.StateRTS, SQPSN: rand.Uint32() & psn.Mask}, verbs.AttrState | verbs.AttrSQPSN},
+	} {
+		if err := q.Modify(&s.a, s.m); err != nil {
+			return nil, err
+		}
+	}
+	if err := d.attach(q); err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+// Remote is what a peer tells about its queue pair out of band.
+type Remote struct {
+	QPN uint32
+	PSN uint32
+	GID netip.Addr
+}
+
+// ConnectOptions tune the RC connection; zero values take the defaults.
+type ConnectOptions struct {
+	PathMTU     int   // default: ActiveMTU
+	Timeout     uint8 // default 14 (67 ms)
+	RetryCnt    uint8 // default 7
+	RNRRetry    uint8 // default 7 (forever)
+	MinRNRTimer uint8 // default 12 (0.64 ms)
+	RdAtomic    uint8 // default 16
+}
+
+// Path builds the L2–L4 header fields for frames from local QP qpn to a
+// peer: source address and next-hop MAC from the kernel's routes and
+// neighbours.
+func (d *Device) Path(ctx context.Context, dst netip.Addr, qpn, destQPN uint32) (wire.PathFields, error) {
+	dst = dst.Unmap()
+	if d.opts.Resolve == nil {
+		return wire.PathFields{}, errors.New("device: no resolver")
+	}
+	src, mac, err := d.opts.Resolve(ctx, dst)
+	if err != nil {
+		return wire.PathFields{}, err
+	}
+	return wire.PathFields{SrcMAC: d.opts.MAC, DstMAC: mac, Src: src, Dst: dst, SrcPort: wire.SourcePort(qpn, destQPN)}, nil
+}
+
+// ConnectRC moves an RC queue pair from INIT to RTS, connected to r.
+// localPSN is the first PSN it sends.
+func (d *Device) ConnectRC(ctx context.Context, q *rc.QP, localPSN uint32, r Remote, o ConnectOptions) error {
+	if o.PathMTU == 0 {
+		o.PathMTU = d.ActiveMTU()
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 14
+	}
+	if o.RetryCnt == 0 {
+		o.RetryCnt = 7
+	}
+	if o.RNRRetry == 0 {
+		o.RNRRetry = 7
+	}
+	if o.MinRNRTimer == 0 {
+		o.MinRNRTimer = 12
+	}
+	if o.RdAtomic == 0 {
+		o.RdAtomic = 16
+	}
+	path, err := d.Path(ctx, r.GID, q.QPN(), r.QPN)
+	if err != nil {
+		return err
+	}
+	a := verbs.QPAttr{
+		State: verbs.StateRTR, Path: path, PathMTU: o.PathMTU, DestQPN: r.QPN, RQPSN: r.PSN,
+		MinRNRTimer: o.MinRNRTimer, MaxDestRdAtomic: o.RdAtomic,
+	}
+	if err := q.Modify(&a, verbs.AttrState|verbs.AttrPath|verbs.AttrPathMTU|verbs.AttrDestQPN|verbs.AttrRQPSN|verbs.AttrMinRNRTimer|verbs.AttrMaxDestRdAtomic); err != nil {
+		return err
+	}
+	a = verbs.QPAttr{State: verbs.StateRTS, SQPSN: localPSN, Timeout: o.Timeout, RetryCnt: o.RetryCnt, RNRRetry: o.RNRRetry, MaxRdAtomic: o.RdAtomic}
+	return q.Modify(&a, verbs.AttrState|verbs.AttrSQPSN|verbs.AttrTimeout|verbs.AttrRetryCnt|verbs.AttrRNRRetry|verbs.AttrMaxRdAtomic)
+}
+
+// AddressHandle resolves a UD destination.
+func (d *Device) AddressHandle(ctx context.Context, gid netip.Addr, srcQPN, destQPN, qkey uint32) (*verbs.AddressHandle, error) {
+	path, err := d.Path(ctx, gid, srcQPN, destQPN)
+	if err != nil {
+		return nil, err
+	}
+	return verbs.NewAddressHandle(path, destQPN, qkey)
+}
+
+// GID returns the device GID that carries address a (IPv4 or IPv6), or the
+// first IPv4 one when a is invalid.
+func (d *Device) GID(a netip.Addr) (netip.Addr, bool) {
+	for _, g := range d.opts.GIDs {
+		if a.IsValid() && g.Unmap() == a.Unmap() || !a.IsValid() && g.Is4In6() {
+			return g, true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// Link is the device's link, for raw frame baselines that bypass the
+// transport.
+func (d *Device) Link() link.Link { return d.link }
+
+// ReserveQPN takes a queue pair number and steers frames addressed to it
+// to this device, without a queue pair behind it: raw-frame tools use it
+// as a sink. Release with ReleaseQPN.
+func (d *Device) ReserveQPN() (uint32, error) {
+	n := d.allocQPN()
+	if d.opts.Registrar != nil {
+		if err := d.opts.Registrar.SetQP(n, 0); err != nil {
+			return 0, err
+		}
+	}
+	d.qps[n] = nil
+	return n, nil
+}
+
+// ReleaseQPN gives back a number taken by ReserveQPN.
+func (d *Device) ReleaseQPN(n uint32) {
+	if q, ok := d.qps[n]; ok && q == nil {
+		delete(d.qps, n)
+		if d.opts.Registrar != nil {
+			_ = d.opts.Registrar.DeleteQP(n)
+		}
+	}
+}

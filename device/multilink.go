@@ -1,0 +1,94 @@
+package device
+
+import (
+	"encoding/binary"
+
+	"github.com/softfabric/softfabric/dataplane/link"
+	"github.com/softfabric/softfabric/dataplane/wire"
+)
+
+// multiLink joins the per-queue links (one AF_XDP socket per receive queue)
+// of a device into one link for a single engine. Receives take turns over
+// the queues. Each frame is sent on the queue its UDP source port picks, so
+// the frames of one queue pair stay in order on one queue (the source port
+// is derived from the QP numbers).
+type multiLink struct {
+	links []link.Link
+	next  int
+	max   int
+}
+
+func newMultiLink(links []link.Link) link.Link {
+	if len(links) == 1 {
+		return links[0]
+	}
+	m := &multiLink{links: links, max: links[0].MaxFrame()}
+	for _, l := range links {
+		m.max = min(m.max, l.MaxFrame())
+	}
+	return m
+}
+
+func (m *multiLink) MaxFrame() int { return m.max }
+
+// queueOf picks the transmit queue of a RoCEv2 frame from its UDP source
+// port; frames it cannot read go to queue 0.
+func (m *multiLink) queueOf(f []byte) int {
+	off := wire.EthernetSize
+	if len(f) < off+wire.IPv4MinSize {
+		return 0
+	}
+	et := binary.BigEndian.Uint16(f[12:])
+	if et == wire.EtherTypeVLAN {
+		et = binary.BigEndian.Uint16(f[16:])
+		off += wire.VLANSize
+	}
+	switch et {
+	case wire.EtherTypeIPv4:
+		off += int(f[off]&0xf) * 4
+	case wire.EtherTypeIPv6:
+		off += wire.IPv6Size
+	default:
+		return 0
+	}
+	if len(f) < off+2 {
+		return 0
+	}
+	return int(binary.BigEndian.Uint16(f[off:])) % len(m.links)
+}
+
+// Send sends each run of consecutive frames bound for the same queue with
+// one call to that queue's link, in order, and stops at the first frame a
+// queue refuses, so the count it returns has the link contract's meaning:
+// frames before it were taken, none after it.
+func (m *multiLink) Send(frames [][]byte) (int, error) {
+	taken := 0
+	for taken < len(frames) {
+		q := m.queueOf(frames[taken])
+		end := taken + 1
+		for end < len(frames) && m.queueOf(frames[end]) == q {
+			end++
+		}
+		n, err := m.links[q].Send(frames[taken:end])
+		taken += n
+		if err != nil || taken < end {
+			return taken, err
+		}
+	}
+	return taken, nil
+}
+
+// Recv takes turns over the queues, starting after the last one served.
+func (m *multiLink) Recv(bufs [][]byte, sizes []int) (int, error) {
+	got := 0
+	for i := 0; i < len(m.links) && got < len(bufs); i++ {
+		q := (m.next + i) % len(m.links)
+		n, err := m.links[q].Recv(bufs[got:], sizes[got:])
+		if err != nil {
+			return got, err
+		}
+		got += n
+	}
+	m.next = (m.next + 1) % len(m.links)
+	return got, nil
+}

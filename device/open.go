@@ -1,0 +1,107 @@
+package device
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/netip"
+
+	"github.com/softfabric/softfabric/bpf"
+	"github.com/softfabric/softfabric/ctrl"
+	"github.com/softfabric/softfabric/dataplane/link"
+	"github.com/softfabric/softfabric/dataplane/xsk"
+)
+
+// ErrNotUp is returned by Open for an interface `softfabric up` has not
+// prepared.
+var ErrNotUp = errors.New("softfabric is not up on this interface")
+
+// OpenOptions tune Open.
+type OpenOptions struct {
+	// Queues limits the receive queues served (0: all of them).
+	Queues int
+}
+
+// Open opens the softfabric device on iface, which `softfabric up` has
+// prepared: it takes the device's queues exclusively, binds an AF_XDP
+// socket to each and enters them into the classifier's socket map, so
+// that RoCEv2 frames for this process's queue pairs reach it.
+func Open(iface string, o OpenOptions) (d *Device, err error) {
+	if err := ctrl.EnsureBPFFS(); err != nil {
+		return nil, err
+	}
+	dev, err := ctrl.LookupDevice(iface)
+	if err != nil {
+		return nil, err
+	}
+	runDir := ctrl.RunDir(dev.NetNS, iface)
+	st, err := ctrl.LoadState(runDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w %s (run 'softfabric up %s' first)", ErrNotUp, iface, iface)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := st.Current(dev); err != nil {
+		return nil, fmt.Errorf("%w %s (%v; run 'softfabric up %s')", ErrNotUp, iface, err, iface)
+	}
+	lock, err := ctrl.LockDevice(runDir)
+	if err != nil {
+		return nil, err
+	}
+	var closers []func() error
+	defer func() {
+		if err != nil {
+			for i := len(closers) - 1; i >= 0; i-- {
+				_ = closers[i]()
+			}
+		}
+	}()
+	closers = append(closers, lock.Unlock)
+	cls, err := bpf.Open(st.PinDir)
+	if err != nil {
+		return nil, fmt.Errorf("opening the classifier of %s: %w", iface, err)
+	}
+	closers = append(closers, cls.Close)
+	queues := dev.RxQueues
+	if o.Queues > 0 && o.Queues < queues {
+		queues = o.Queues
+	}
+	links := make([]link.Link, 0, queues)
+	for q := 0; q < queues; q++ {
+		s, err := xsk.Open(xsk.Config{Ifindex: dev.Index, Queue: q, MultiBuffer: st.Frags})
+		if err != nil {
+			return nil, fmt.Errorf("AF_XDP socket on %s queue %d: %w", iface, q, err)
+		}
+		closers = append(closers, s.Close)
+		if err := cls.SetSocket(0, q, s.FD()); err != nil {
+			return nil, err
+		}
+		q := q
+		closers = append(closers, func() error { return cls.DeleteSocket(0, q) })
+		links = append(links, s)
+	}
+	var mac [6]byte
+	copy(mac[:], dev.MAC)
+	d = New(newMultiLink(links), Options{
+		Name:      iface,
+		MAC:       mac,
+		GIDs:      ctrl.GIDs(dev),
+		MTU:       dev.MTU,
+		Resolve:   resolve,
+		Registrar: cls,
+	})
+	d.closers = closers
+	return d, nil
+}
+
+func resolve(ctx context.Context, dst netip.Addr) (netip.Addr, [6]byte, error) {
+	nh, err := ctrl.Resolve(ctx, dst)
+	if err != nil {
+		return netip.Addr{}, [6]byte{}, err
+	}
+	var mac [6]byte
+	copy(mac[:], nh.MAC)
+	return nh.Src, mac, nil
+}

@@ -1,0 +1,573 @@
+// Package perf measures a softfabric device the way perftest measures a
+// verbs device: bandwidth, message rate and latency of RDMA write, RDMA
+// read, send and atomic between a client and a server, connected out of
+// band over TCP. The client drives the test; the server answers.
+package perf
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/softfabric/softfabric/dataplane/mr"
+	"github.com/softfabric/softfabric/dataplane/psn"
+	"github.com/softfabric/softfabric/dataplane/rc"
+	"github.com/softfabric/softfabric/dataplane/verbs"
+	"github.com/softfabric/softfabric/device"
+)
+
+// Ops are the RDMA operations perf measures.
+var Ops = []string{"write", "read", "send", "atomic"}
+
+// Config is a test as the client asks for it.
+type Config struct {
+	Op       string
+	Size     int           // message size in bytes (atomic: 8)
+	Iters    int           // messages; ignored when Duration is set
+	Duration time.Duration // run for this long instead of Iters
+	QPs      int           // queue pairs, requests spread round robin
+	Lat      bool          // latency: one request in flight
+	MTU      int           // path MTU; 0 takes the device's active MTU
+	Window   int           // requests in flight per test (bandwidth), default 128
+}
+
+// Result is what a test measured.
+type Result struct {
+	Op      string  `json:"op"`
+	Bytes   int     `json:"bytes"`
+	Iters   int     `json:"iterations"`
+	QPs     int     `json:"qps"`
+	MTU     int     `json:"mtu"`
+	Seconds float64 `json:"seconds"`
+
+	BWPeakGbps  float64 `json:"bw_peak_gbps,omitempty"`
+	BWAvgGbps   float64 `json:"bw_avg_gbps,omitempty"`
+	BWPeakMBps  float64 `json:"bw_peak_mbps,omitempty"`
+	BWAvgMBps   float64 `json:"bw_avg_mbps,omitempty"`
+	MsgRateMpps float64 `json:"msg_rate_mpps,omitempty"`
+
+	LatMinUs    float64 `json:"lat_min_us,omitempty"`
+	LatMedianUs float64 `json:"lat_median_us,omitempty"`
+	LatP99Us    float64 `json:"lat_p99_us,omitempty"`
+	LatMaxUs    float64 `json:"lat_max_us,omitempty"`
+	LatAvgUs    float64 `json:"lat_avg_us,omitempty"`
+
+	// Received is how many messages the server saw (send only).
+	Received int `json:"received,omitempty"`
+}
+
+func (c *Config) check() error {
+	if !slices.Contains(Ops, c.Op) {
+		return fmt.Errorf("unknown operation %q (want write, read, send or atomic)", c.Op)
+	}
+	if c.Op == "atomic" {
+		if c.Size != 0 && c.Size != 8 {
+			return errors.New("atomic operations are 8 bytes")
+		}
+		c.Size = 8
+	}
+	if c.Size < 0 || c.Size > 1<<30 {
+		return fmt.Errorf("size %d outside 0..1 GiB", c.Size)
+	}
+	if c.QPs == 0 {
+		c.QPs = 1
+	}
+	if c.QPs < 0 || c.QPs > 64 {
+		return fmt.Errorf("qps %d outside 1..64", c.QPs)
+	}
+	if c.Iters == 0 {
+		c.Iters = 5000
+		if c.Lat {
+			c.Iters = 1000
+		}
+	}
+	if c.Iters < 0 {
+		return fmt.Errorf("iterations %d is negative", c.Iters)
+	}
+	if c.Window == 0 {
+		c.Window = 128
+	}
+	if c.Lat {
+		c.Window = 1
+	}
+	return nil
+}
+
+// session is one end's resources for a test.
+type session struct {
+	d      *device.Device
+	sendCQ *verbs.CQ
+	recvCQ *verbs.CQ
+	rq     *verbs.RecvQueue
+	qps    []*rc.QP
+	psns   []uint32
+	buf    *mr.Region
+	cs     []verbs.Completion
+}
+
+const all = mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic
+
+func newSession(d *device.Device, nqps, size int) (*session, error) {
+	s := &session{
+		d:      d,
+		sendCQ: verbs.NewCQ(4096),
+		recvCQ: verbs.NewCQ(8192),
+		rq:     verbs.NewSRQ(4096),
+		cs:     make([]verbs.Completion, 256),
+	}
+	buf, err := d.MRs().Register(make([]byte, max(size, 64)), all)
+	if err != nil {
+		return nil, err
+	}
+	s.buf = buf
+	for i := 0; i < nqps; i++ {
+		q, err := d.NewRC(device.QPConfig{SendCQ: s.sendCQ, RecvCQ: s.recvCQ, RQ: s.rq, SQDepth: 1024}, mr.RemoteWrite|mr.RemoteRead|mr.RemoteAtomic)
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		s.qps = append(s.qps, q)
+		s.psns = append(s.psns, rand.Uint32()&psn.Mask)
+	}
+	return s, nil
+}
+
+func (s *session) close() {
+	for _, q := range s.qps {
+		s.d.Destroy(q)
+	}
+	if s.buf != nil {
+		_ = s.d.MRs().Deregister(s.buf)
+	}
+}
+
+func (s *session) infos(gid netip.Addr) []qpInfo {
+	out := make([]qpInfo, len(s.qps))
+	for i, q := range s.qps {
+		out[i] = qpInfo{QPN: q.QPN(), PSN: s.psns[i], GID: gid, RKey: s.buf.RKey(), VA: s.buf.Addr()}
+	}
+	return out
+}
+
+func (s *session) connect(ctx context.Context, peers []qpInfo, mtu int) error {
+	for i, q := range s.qps {
+		r := device.Remote{QPN: peers[i].QPN, PSN: peers[i].PSN, GID: peers[i].GID}
+		if err := s.d.ConnectRC(ctx, q, s.psns[i], r, device.ConnectOptions{PathMTU: mtu}); err != nil {
+			return fmt.Errorf("connecting QP %d: %w", q.QPN(), err)
+		}
+	}
+	return nil
+}
+
+// postRecvs keeps the shared receive queue full.
+func (s *session) postRecvs(size int) error {
+	sge := [1]mr.SGE{{Addr: s.buf.Addr(), Length: uint32(size), LKey: s.buf.LKey()}}
+	wr := verbs.RecvWR{SGL: sge[:]}
+	for s.rq.Len() < 4000 {
+		if err := s.rq.Post(&wr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Serve answers a client on l: it accepts one connection and runs the
+// tests the client asks for, one after another, until the client says
+// QUIT or hangs up. It returns what each test saw.
+func Serve(ctx context.Context, d *device.Device, l net.Listener) ([]Result, error) {
+	nc, err := l.Accept()
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	c := newConn(nc)
+	var results []Result
+	for {
+		line, err := c.recv()
+		if err != nil {
+			if len(results) > 0 {
+				return results, nil
+			}
+			return nil, err
+		}
+		if line == "QUIT" {
+			return results, nil
+		}
+		p, err := parseParams(line)
+		if err != nil {
+			_ = c.send("ERR %v", err)
+			return results, err
+		}
+		cfg := Config{Op: p.Op, Size: p.Size, QPs: p.QPs, Iters: p.Iters, Lat: p.Lat, MTU: p.MTU}
+		var r Result
+		switch {
+		case slices.Contains(Baselines, cfg.Op):
+			r, err = serveBaseline(ctx, d, c, cfg)
+		default:
+			r, err = serveRDMA(ctx, d, c, cfg)
+		}
+		if err != nil {
+			_ = c.send("ERR %v", err)
+			return results, err
+		}
+		results = append(results, r)
+	}
+}
+
+// serveRDMA answers one RDMA test.
+func serveRDMA(ctx context.Context, d *device.Device, c *conn, cfg Config) (Result, error) {
+	if err := cfg.check(); err != nil {
+		return Result{}, err
+	}
+	if cfg.MTU == 0 || cfg.MTU > d.ActiveMTU() {
+		cfg.MTU = d.ActiveMTU()
+	}
+	s, err := newSession(d, cfg.QPs, cfg.Size)
+	if err != nil {
+		return Result{}, err
+	}
+	defer s.close()
+	if err := c.send("OK mtu=%d", cfg.MTU); err != nil {
+		return Result{}, err
+	}
+	peers := make([]qpInfo, cfg.QPs)
+	for i := range peers {
+		if peers[i], err = c.recvQP(); err != nil {
+			return Result{}, err
+		}
+	}
+	gid, err := localGID(d, c)
+	if err != nil {
+		return Result{}, err
+	}
+	for _, q := range s.infos(gid) {
+		if err := c.sendQP(q); err != nil {
+			return Result{}, err
+		}
+	}
+	if err := s.connect(ctx, peers, cfg.MTU); err != nil {
+		return Result{}, err
+	}
+	if cfg.Op == "send" {
+		if err := s.postRecvs(cfg.Size); err != nil {
+			return Result{}, err
+		}
+	}
+	if err := c.send("READY"); err != nil {
+		return Result{}, err
+	}
+	// The client says DONE over TCP when it has finished; until then keep
+	// the engine running and the receive queue full.
+	done := c.expectAsync("DONE")
+	received := 0
+	for i := 0; ; i++ {
+		if _, err := d.Progress(); err != nil {
+			return Result{}, err
+		}
+		if n := s.recvCQ.Poll(s.cs); n > 0 {
+			for _, e := range s.cs[:n] {
+				if e.Status != verbs.Success {
+					return Result{}, fmt.Errorf("receive completed with %v", e.Status)
+				}
+			}
+			received += n
+			if err := s.postRecvs(cfg.Size); err != nil {
+				return Result{}, err
+			}
+		}
+		if i%256 == 0 {
+			select {
+			case err := <-done:
+				if err != nil {
+					return Result{}, err
+				}
+				// Let the last ACKs out before the QPs go away.
+				drainUntil(d, time.Now().Add(20*time.Millisecond))
+				if err := c.send("STATS %d", received); err != nil {
+					return Result{}, err
+				}
+				return Result{Op: cfg.Op, Bytes: cfg.Size, QPs: cfg.QPs, MTU: cfg.MTU, Received: received}, nil
+			case <-ctx.Done():
+				return Result{}, ctx.Err()
+			default:
+			}
+		}
+	}
+}
+
+// expectAsync reads the next line in the background, for a side that must
+// keep polling its device while it waits.
+func (c *conn) expectAsync(word string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.expect(word)
+		done <- err
+	}()
+	return done
+}
+
+func localGID(d *device.Device, c *conn) (netip.Addr, error) {
+	local, _ := localAddr(c.c)
+	gid, ok := d.GID(local)
+	if !ok {
+		return netip.Addr{}, fmt.Errorf("no GID for %v on %s", local, d.Name())
+	}
+	return gid, nil
+}
+
+func drainUntil(d *device.Device, t time.Time) {
+	for time.Now().Before(t) {
+		_, _ = d.Progress()
+	}
+}
+
+func localAddr(c net.Conn) (netip.Addr, error) {
+	ap, err := netip.ParseAddrPort(c.LocalAddr().String())
+	return ap.Addr().Unmap(), err
+}
+
+// Run is the client: it connects to server (host:port) and runs the tests
+// in order over one connection, returning their results.
+func Run(ctx context.Context, d *device.Device, server string, cfgs ...Config) ([]Result, error) {
+	if _, _, err := net.SplitHostPort(server); err != nil {
+		server = net.JoinHostPort(server, strconv.Itoa(DefaultPort))
+	}
+	var dialer net.Dialer
+	nc, err := dialer.DialContext(ctx, "tcp", server)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the perf server: %w", err)
+	}
+	defer nc.Close()
+	c := newConn(nc)
+	var results []Result
+	for _, cfg := range cfgs {
+		var r Result
+		if slices.Contains(Baselines, cfg.Op) {
+			r, err = runBaseline(ctx, d, c, cfg)
+		} else {
+			r, err = runRDMA(ctx, d, c, cfg)
+		}
+		if err != nil {
+			return results, err
+		}
+		results = append(results, r)
+	}
+	_ = c.send("QUIT")
+	return results, nil
+}
+
+func runRDMA(ctx context.Context, d *device.Device, c *conn, cfg Config) (Result, error) {
+	if err := cfg.check(); err != nil {
+		return Result{}, err
+	}
+	if cfg.MTU == 0 || cfg.MTU > d.ActiveMTU() {
+		cfg.MTU = d.ActiveMTU()
+	}
+	if err := c.sendParams(params{Op: cfg.Op, Size: cfg.Size, QPs: cfg.QPs, Iters: cfg.Iters, Lat: cfg.Lat, MTU: cfg.MTU}); err != nil {
+		return Result{}, err
+	}
+	f, err := c.expect("OK")
+	if err != nil {
+		return Result{}, err
+	}
+	for _, kv := range f {
+		if v, ok := cutPrefix(kv, "mtu="); ok {
+			if m, err := strconv.Atoi(v); err == nil && m < cfg.MTU {
+				cfg.MTU = m
+			}
+		}
+	}
+	s, err := newSession(d, cfg.QPs, cfg.Size)
+	if err != nil {
+		return Result{}, err
+	}
+	defer s.close()
+	gid, err := localGID(d, c)
+	if err != nil {
+		return Result{}, err
+	}
+	for _, q := range s.infos(gid) {
+		if err := c.sendQP(q); err != nil {
+			return Result{}, err
+		}
+	}
+	peers := make([]qpInfo, cfg.QPs)
+	for i := range peers {
+		if peers[i], err = c.recvQP(); err != nil {
+			return Result{}, err
+		}
+	}
+	if err := s.connect(ctx, peers, cfg.MTU); err != nil {
+		return Result{}, err
+	}
+	if _, err := c.expect("READY"); err != nil {
+		return Result{}, err
+	}
+	res, err := s.run(ctx, cfg, peers)
+	if err != nil {
+		return Result{}, err
+	}
+	drainUntil(d, time.Now().Add(5*time.Millisecond))
+	if err := c.send("DONE"); err != nil {
+		return Result{}, err
+	}
+	st, err := c.expect("STATS")
+	if err != nil {
+		return Result{}, err
+	}
+	if len(st) == 1 {
+		res.Received, _ = strconv.Atoi(st[0])
+	}
+	return res, nil
+}
+
+func cutPrefix(s, p string) (string, bool) {
+	if len(s) >= len(p) && s[:len(p)] == p {
+		return s[len(p):], true
+	}
+	return "", false
+}
+
+// run posts and completes the requests and measures them.
+func (s *session) run(ctx context.Context, cfg Config, peers []qpInfo) (Result, error) {
+	wrs := make([]verbs.SendWR, len(s.qps))
+	sge := [1]mr.SGE{{Addr: s.buf.Addr(), Length: uint32(cfg.Size), LKey: s.buf.LKey()}}
+	for i := range wrs {
+		wrs[i] = verbs.SendWR{Flags: verbs.Signaled, SGL: sge[:], RemoteAddr: peers[i].VA, RKey: peers[i].RKey, CompareAdd: 1}
+		switch cfg.Op {
+		case "write":
+			wrs[i].Op = verbs.OpWrite
+		case "read":
+			wrs[i].Op = verbs.OpRead
+		case "send":
+			wrs[i].Op = verbs.OpSend
+		case "atomic":
+			wrs[i].Op = verbs.OpFetchAdd
+		}
+	}
+	iters := cfg.Iters
+	var deadline time.Time
+	if cfg.Duration > 0 {
+		iters = int(^uint(0) >> 1)
+		deadline = time.Now().Add(cfg.Duration)
+	}
+	var lats []time.Duration
+	var postedAt []time.Time
+	if cfg.Lat {
+		lats = make([]time.Duration, 0, min(iters, 1<<20))
+		postedAt = make([]time.Time, 1)
+	}
+	// Requests go out in bursts, each signalled only on its last request
+	// (perftest's post list and CQ moderation): a burst fills one transmit
+	// batch, and one completion accounts for it. Latency runs use bursts
+	// of one.
+	burst := min(64, cfg.Window)
+	if cfg.Lat {
+		burst = 1
+	}
+	pendingBursts := make([][]int, len(s.qps)) // per QP, sizes of bursts in flight
+	qpIndex := make(map[uint32]int, len(s.qps))
+	for i, q := range s.qps {
+		qpIndex[q.QPN()] = i
+	}
+	// Peak bandwidth: the best of 20 equal slices of the run.
+	const slices = 20
+	var marks []time.Time
+	posted, completed, next := 0, 0, 0
+	stop := false
+	start := time.Now()
+	for completed < posted || !stop && completed < iters {
+		for !stop && posted < iters && posted-completed <= cfg.Window-burst {
+			n := min(burst, iters-posted)
+			i := next % len(s.qps)
+			next++
+			if cfg.Lat {
+				postedAt[0] = time.Now()
+			}
+			for k := 0; k < n; k++ {
+				wrs[i].Flags = 0
+				if k == n-1 {
+					wrs[i].Flags = verbs.Signaled
+				}
+				if err := s.qps[i].PostSend(&wrs[i]); err != nil {
+					return Result{}, err
+				}
+			}
+			pendingBursts[i] = append(pendingBursts[i], n)
+			posted += n
+		}
+		if _, err := s.d.Progress(); err != nil {
+			return Result{}, err
+		}
+		n := s.sendCQ.Poll(s.cs)
+		if n == 0 {
+			continue
+		}
+		now := time.Now()
+		for _, e := range s.cs[:n] {
+			if e.Status != verbs.Success {
+				return Result{}, fmt.Errorf("%s completed with %v after %d requests", cfg.Op, e.Status, completed)
+			}
+			i := qpIndex[e.QPN]
+			completed += pendingBursts[i][0]
+			pendingBursts[i] = pendingBursts[i][1:]
+		}
+		if cfg.Lat {
+			lats = append(lats, now.Sub(postedAt[0]))
+		}
+		if cfg.Duration > 0 {
+			if now.After(deadline) {
+				stop = true
+			}
+		} else if k := len(marks); k < slices && completed >= (k+1)*iters/slices {
+			marks = append(marks, now)
+		}
+		if completed&1023 == 0 && ctx.Err() != nil {
+			return Result{}, ctx.Err()
+		}
+		if cfg.Duration == 0 && completed >= iters {
+			stop = true
+		}
+	}
+	elapsed := time.Since(start)
+	r := Result{Op: cfg.Op, Bytes: cfg.Size, Iters: completed, QPs: cfg.QPs, MTU: cfg.MTU, Seconds: elapsed.Seconds()}
+	if cfg.Lat {
+		slicesSort(lats)
+		var sum time.Duration
+		for _, l := range lats {
+			sum += l
+		}
+		us := func(d time.Duration) float64 { return float64(d) / 1e3 }
+		r.LatMinUs = us(lats[0])
+		r.LatMedianUs = us(lats[len(lats)/2])
+		r.LatP99Us = us(lats[min(len(lats)-1, len(lats)*99/100)])
+		r.LatMaxUs = us(lats[len(lats)-1])
+		r.LatAvgUs = us(sum / time.Duration(len(lats)))
+		return r, nil
+	}
+	bytes := float64(completed) * float64(cfg.Size)
+	r.BWAvgMBps = bytes / elapsed.Seconds() / 1e6
+	r.BWAvgGbps = bytes * 8 / elapsed.Seconds() / 1e9
+	r.MsgRateMpps = float64(completed) / elapsed.Seconds() / 1e6
+	r.BWPeakMBps, r.BWPeakGbps = r.BWAvgMBps, r.BWAvgGbps
+	prev := start
+	for _, m := range marks {
+		dt := m.Sub(prev).Seconds()
+		if dt > 0 {
+			mb := float64(iters/slices) * float64(cfg.Size) / dt / 1e6
+			if mb > r.BWPeakMBps {
+				r.BWPeakMBps, r.BWPeakGbps = mb, mb*8/1e3
+			}
+		}
+		prev = m
+	}
+	return r, nil
+}
+
+func slicesSort(d []time.Duration) { slices.Sort(d) }

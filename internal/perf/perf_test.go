@@ -1,0 +1,188 @@
+package perf
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/softfabric/softfabric/dataplane/link/memlink"
+	"github.com/softfabric/softfabric/device"
+)
+
+// pair returns two devices on an in-memory link. Both answer to 127.0.0.1,
+// where the out-of-band TCP exchange runs, and each resolves it to the
+// other's MAC.
+func pair(t *testing.T, faults memlink.Faults) (*device.Device, *device.Device) {
+	la, lb := memlink.NewPair(memlink.Config{AtoB: faults, BtoA: faults, Backpressure: true, Seed: 7})
+	lo := netip.MustParseAddr("127.0.0.1")
+	macA, macB := [6]byte{2, 0, 0, 0, 0, 1}, [6]byte{2, 0, 0, 0, 0, 2}
+	resolver := func(mac [6]byte) device.Resolver {
+		return func(context.Context, netip.Addr) (netip.Addr, [6]byte, error) { return lo, mac, nil }
+	}
+	gids := []netip.Addr{netip.AddrFrom16(lo.As16())}
+	a := device.New(la, device.Options{Name: "a", MAC: macA, GIDs: gids, MTU: 1500, Resolve: resolver(macB)})
+	b := device.New(lb, device.Options{Name: "b", MAC: macB, GIDs: gids, MTU: 1500, Resolve: resolver(macA)})
+	return a, b
+}
+
+func runPair(t *testing.T, cfg Config, faults memlink.Faults) (client, server Result) {
+	t.Helper()
+	a, b := pair(t, faults)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	type out struct {
+		r   []Result
+		err error
+	}
+	srv := make(chan out, 1)
+	go func() {
+		r, err := Serve(ctx, b, ln)
+		srv <- out{r, err}
+	}()
+	cs, err := Run(ctx, a, ln.Addr().String(), cfg)
+	s := <-srv
+	if err != nil || s.err != nil {
+		t.Fatalf("client: %v; server: %v", err, s.err)
+	}
+	if len(cs) != 1 || len(s.r) != 1 {
+		t.Fatalf("%d client and %d server results, want 1 each", len(cs), len(s.r))
+	}
+	return cs[0], s.r[0]
+}
+
+func TestPerfOps(t *testing.T) {
+	for _, op := range Ops {
+		for _, lat := range []bool{false, true} {
+			cfg := Config{Op: op, Size: 4096, Iters: 300, Lat: lat, QPs: 2}
+			if op == "atomic" {
+				cfg.Size = 8
+			}
+			c, s := runPair(t, cfg, memlink.Faults{})
+			if c.Iters != 300 {
+				t.Fatalf("%s: %d iterations", op, c.Iters)
+			}
+			if lat && (c.LatMinUs <= 0 || c.LatMaxUs < c.LatMedianUs || c.LatMedianUs < c.LatMinUs) {
+				t.Fatalf("%s latency: %+v", op, c)
+			}
+			if !lat && (c.BWAvgMBps <= 0 || c.MsgRateMpps <= 0 || c.BWPeakMBps < c.BWAvgMBps) {
+				t.Fatalf("%s bandwidth: %+v", op, c)
+			}
+			if op == "send" && c.Received != 300 {
+				t.Fatalf("send: server received %d, want 300 (%+v)", c.Received, s)
+			}
+		}
+	}
+}
+
+// TestPerfLossy: perf completes over a lossy link, every send received.
+func TestPerfLossy(t *testing.T) {
+	c, _ := runPair(t, Config{Op: "send", Size: 3000, Iters: 500}, memlink.Faults{Loss: 0.02, Reorder: 0.02, Duplicate: 0.02})
+	if c.Received != 500 {
+		t.Fatalf("received %d, want 500", c.Received)
+	}
+}
+
+func TestPerfBadParams(t *testing.T) {
+	for _, cfg := range []Config{{Op: "frob"}, {Op: "atomic", Size: 16}, {Op: "write", QPs: 1000}, {Op: "write", Size: -1}} {
+		if err := cfg.check(); err == nil {
+			t.Errorf("%+v accepted", cfg)
+		}
+	}
+}
+
+func TestPrint(t *testing.T) {
+	var b bytes.Buffer
+	Print(&b, Title("write", false), []Result{{Bytes: 65536, Iters: 5000, BWAvgGbps: 9.5, BWPeakGbps: 9.8, BWAvgMBps: 1187.5, BWPeakMBps: 1225, MsgRateMpps: 0.018}})
+	if !strings.Contains(b.String(), "RDMA_Write BW Test") || !strings.Contains(b.String(), "BW average[Gb/sec]") || !strings.Contains(b.String(), " 65536 ") {
+		t.Fatalf("table:\n%s", b.String())
+	}
+}
+
+func testWire(a netip.Addr) string { b := a.As16(); return fmt.Sprintf("%x", b[:]) }
+func testParse(s string) (netip.Addr, error) {
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != 16 {
+		return netip.Addr{}, fmt.Errorf("bad GID %q", s)
+	}
+	return netip.AddrFrom16([16]byte(b)), nil
+}
+
+func TestPingPong(t *testing.T) {
+	a, b := pair(t, memlink.Faults{Loss: 0.01})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pp := PingPong{Size: 4096, Iters: 200, WireGID: testWire, ParseWireGID: testParse}
+	errc := make(chan error, 1)
+	go func() {
+		s := pp
+		_, err := s.Serve(ctx, b, ln)
+		errc <- err
+	}()
+	c := pp
+	r, err := c.Run(ctx, a, ln.Addr().String())
+	if serr := <-errc; serr != nil || err != nil {
+		t.Fatalf("client: %v; server: %v", err, serr)
+	}
+	if r.Iters != 200 || r.Bytes != 4096*200*2 || !strings.Contains(r.String(), "usec/iter") {
+		t.Fatalf("result %+v\n%s", r, r)
+	}
+}
+
+// TestCompare runs an RDMA test and both baselines over one connection, as
+// `softfabric perf write --compare` does.
+func TestCompare(t *testing.T) {
+	for _, lat := range []bool{false, true} {
+		a, b := pair(t, memlink.Faults{})
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		errc := make(chan error, 1)
+		go func() {
+			_, err := Serve(ctx, b, ln)
+			errc <- err
+		}()
+		var cfgs []Config
+		for _, op := range []string{"write", "xdp", "udp"} {
+			cfgs = append(cfgs, Config{Op: op, Size: 2000, Iters: 200, Lat: lat})
+		}
+		rs, err := Run(ctx, a, ln.Addr().String(), cfgs...)
+		if serr := <-errc; err != nil || serr != nil {
+			t.Fatalf("client: %v; server: %v", err, serr)
+		}
+		cancel()
+		ln.Close()
+		if len(rs) != 3 {
+			t.Fatalf("%d results", len(rs))
+		}
+		for _, r := range rs {
+			if lat && r.LatMedianUs <= 0 || !lat && r.MsgRateMpps <= 0 {
+				t.Fatalf("lat=%v %s: %+v", lat, r.Op, r)
+			}
+		}
+		var buf bytes.Buffer
+		if !lat {
+			PrintRatios(&buf, rs)
+			if !strings.Contains(buf.String(), "vs xdp") || !strings.Contains(buf.String(), "vs udp") {
+				t.Fatalf("ratios:\n%s", buf.String())
+			}
+		}
+	}
+}

@@ -1,0 +1,50 @@
+package perf
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+)
+
+const rule = "---------------------------------------------------------------------------------------------------------------"
+
+// Print writes results as perftest does: a header, one row per result.
+func Print(w io.Writer, title string, rs []Result) {
+	fmt.Fprintln(w, rule)
+	fmt.Fprintf(w, "                    %s\n", title)
+	fmt.Fprintln(w, rule)
+	if len(rs) > 0 && rs[0].LatMaxUs > 0 {
+		fmt.Fprintf(w, " %-10s %-12s %-14s %-14s %-14s %-14s %-14s\n", "#bytes", "#iterations", "t_min[usec]", "t_median[usec]", "t_p99[usec]", "t_max[usec]", "t_avg[usec]")
+		for _, r := range rs {
+			fmt.Fprintf(w, " %-10d %-12d %-14.2f %-14.2f %-14.2f %-14.2f %-14.2f\n", r.Bytes, r.Iters, r.LatMinUs, r.LatMedianUs, r.LatP99Us, r.LatMaxUs, r.LatAvgUs)
+		}
+	} else {
+		fmt.Fprintf(w, " %-10s %-12s %-16s %-18s %-16s %-18s %-14s\n", "#bytes", "#iterations", "BW peak[Gb/sec]", "BW average[Gb/sec]", "BW peak[MB/sec]", "BW average[MB/sec]", "MsgRate[Mpps]")
+		for _, r := range rs {
+			fmt.Fprintf(w, " %-10d %-12d %-16.2f %-18.2f %-16.2f %-18.2f %-14.6f\n", r.Bytes, r.Iters, r.BWPeakGbps, r.BWAvgGbps, r.BWPeakMBps, r.BWAvgMBps, r.MsgRateMpps)
+		}
+	}
+	fmt.Fprintln(w, rule)
+}
+
+// PrintJSON writes results as one JSON array.
+func PrintJSON(w io.Writer, rs []Result) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rs)
+}
+
+// Title is perftest's heading for an operation.
+func Title(op string, lat bool) string {
+	kind := "BW"
+	if lat {
+		kind = "Latency"
+	}
+	names := map[string]string{"write": "RDMA_Write", "read": "RDMA_Read", "send": "Send", "atomic": "Atomic FETCH_AND_ADD", "udp": "UDP socket (baseline)", "xdp": "raw AF_XDP (baseline)"}
+	n := names[op]
+	if n == "" {
+		n = strings.ToUpper(op)
+	}
+	return n + " " + kind + " Test"
+}

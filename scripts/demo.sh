@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The softfabric demo: two network namespaces joined by a veth pair,
+# `softfabric up` in each, an RC ping-pong, an RDMA write bandwidth run next
+# to the raw AF_XDP and UDP socket baselines, then `softfabric down` and
+# clean-up. Needs root. Addresses: 198.18.0.1 and 198.18.0.2 (RFC 2544
+# benchmarking range), inside namespaces this script creates and removes.
+set -euo pipefail
+
+bin=${SOFTFABRIC:-bin/softfabric}
+a=sfdemo-a b=sfdemo-b
+if [[ $EUID -ne 0 ]]; then echo "demo: needs root (network namespaces, XDP)" >&2; exit 1; fi
+[[ -x $bin ]] || { echo "demo: $bin missing (make build)" >&2; exit 1; }
+
+cleanup() {
+	ip netns exec $a "$bin" down eth0 >/dev/null 2>&1 || true
+	ip netns exec $b "$bin" down eth0 >/dev/null 2>&1 || true
+	ip netns del $a 2>/dev/null || true
+	ip netns del $b 2>/dev/null || true
+}
+trap cleanup EXIT
+cleanup
+
+step() { printf '\n== %s\n' "$*"; }
+
+# Pins live on a bpffs at /run/softfabric/bpf, mounted from the host's
+# mount namespace so that every `ip netns exec` shares it.
+mkdir -p /run/softfabric/bpf
+mountpoint -q /run/softfabric/bpf || mount -t bpf bpf /run/softfabric/bpf
+
+step "two hosts: namespaces $a and $b, veth with 2 queues each"
+ip netns add $a
+ip netns add $b
+ip link add sfdemo0 numtxqueues 2 numrxqueues 2 type veth peer name sfdemo1 numtxqueues 2 numrxqueues 2
+ip link set sfdemo0 netns $a
+ip link set sfdemo1 netns $b
+for ns in $a $b; do
+	dev=$(ip -n $ns -o link show | awk -F': ' '/sfdemo/ {print $2}' | cut -d@ -f1)
+	ip -n $ns link set "$dev" name eth0
+	ip -n $ns link set lo up
+	ip -n $ns link set eth0 up
+done
+ip -n $a addr add 198.18.0.1/24 dev eth0
+ip -n $b addr add 198.18.0.2/24 dev eth0
+
+step "softfabric up eth0 (in both)"
+ip netns exec $a "$bin" up eth0
+ip netns exec $b "$bin" up eth0
+ip netns exec $b "$bin" status eth0
+
+step "the kernel stack still works beside it: ping"
+ip netns exec $a ping -c 2 -i 0.2 198.18.0.2 | tail -2
+
+step "RC ping-pong (like ibv_rc_pingpong): 4096 B, 1000 iterations"
+ip netns exec $b "$bin" pingpong --iface eth0 &
+sleep 0.5
+ip netns exec $a "$bin" pingpong --iface eth0 198.18.0.2
+wait
+
+step "RDMA write bandwidth, 64 KiB, next to raw AF_XDP and a UDP socket"
+ip netns exec $b "$bin" perf write --iface eth0 >/dev/null &
+sleep 0.5
+ip netns exec $a "$bin" perf write --iface eth0 --size 65536 --iters 2000 --compare 198.18.0.2
+wait
+
+step "RC send latency, 64 B"
+ip netns exec $b "$bin" perf send --iface eth0 >/dev/null &
+sleep 0.5
+ip netns exec $a "$bin" perf send --iface eth0 --size 64 --lat --iters 2000 198.18.0.2
+wait
+
+step "classifier counters in $b"
+ip netns exec $b "$bin" stats eth0
+
+step "softfabric down eth0 (in both): nothing left attached"
+ip netns exec $a "$bin" down eth0
+ip netns exec $b "$bin" down eth0
+ip -n $b -d link show eth0 | grep -c xdp >/dev/null && { echo "demo: XDP still attached" >&2; exit 1; } || true
+echo "done."

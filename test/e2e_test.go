@@ -1,0 +1,366 @@
+package test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/softfabric/softfabric/ctrl"
+	"github.com/softfabric/softfabric/internal/netnstest"
+)
+
+// sfBin is the softfabric command built for these tests.
+var sfBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "softfabric-e2e")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	sfBin = filepath.Join(dir, "softfabric")
+	build := exec.Command("go", "build", "-o", sfBin, "../cmd/softfabric")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building softfabric: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// setup makes two hosts and mounts the host bpffs every `ip netns exec`
+// shares (see ctrl.BPFRoot).
+func setup(t *testing.T, o netnstest.Options, wired bool) *netnstest.Pair {
+	t.Helper()
+	netnstest.Require(t)
+	if err := ctrl.EnsureBPFFS(); err != nil {
+		t.Fatal(err)
+	}
+	if o.Queues == 0 {
+		o.Queues = 2
+	}
+	var p *netnstest.Pair
+	if wired {
+		p = netnstest.NewWiredPair(t, o)
+	} else {
+		p = netnstest.NewPair(t, o)
+	}
+	return p
+}
+
+type result struct {
+	out, err string
+	code     int
+}
+
+// sf runs softfabric in h's namespace.
+func sf(h *netnstest.Host, args ...string) result {
+	cmd := h.Command(sfBin, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		code = -1
+	}
+	return result{out.String(), errb.String(), code}
+}
+
+func mustSF(t *testing.T, h *netnstest.Host, args ...string) string {
+	t.Helper()
+	r := sf(h, args...)
+	if r.code != 0 {
+		t.Fatalf("softfabric %s in %s: exit %d\n%s%s", strings.Join(args, " "), h.NS, r.code, r.out, r.err)
+	}
+	return r.out
+}
+
+func up(t *testing.T, hosts ...*netnstest.Host) {
+	t.Helper()
+	for _, h := range hosts {
+		mustSF(t, h, "up", h.Iface)
+		t.Cleanup(func() { sf(h, "down", h.Iface) })
+	}
+}
+
+// leftovers lists what softfabric left in a namespace: an XDP program, pins,
+// state files.
+func leftovers(t *testing.T, h *netnstest.Host) []string {
+	t.Helper()
+	var left []string
+	out, err := h.Exec("ip", "-d", "link", "show", h.Iface)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "prog/xdp") {
+		left = append(left, "XDP program attached")
+	}
+	var ns uint64
+	if err := h.Do(func() (err error) { ns, err = ctrl.NetNSID(); return }); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{ctrl.BPFDir(ns, h.Iface), ctrl.RunDir(ns, h.Iface)} {
+		if _, err := os.Stat(d); err == nil {
+			left = append(left, d)
+		}
+	}
+	return left
+}
+
+func TestUpStatusDown(t *testing.T) {
+	p := setup(t, netnstest.Options{}, false)
+	out := mustSF(t, p.B, "up", "eth0")
+	if !strings.Contains(out, "eth0 up") {
+		t.Fatalf("up said %q", out)
+	}
+	if out := mustSF(t, p.B, "up", "eth0"); !strings.Contains(out, "already up") {
+		t.Fatalf("second up said %q", out)
+	}
+	var st []map[string]any
+	if err := json.Unmarshal([]byte(mustSF(t, p.B, "status", "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st) != 1 || st[0]["iface"] != "eth0" || st[0]["state"] != "PORT_ACTIVE" || st[0]["queues"].(float64) != 2 {
+		t.Fatalf("status: %+v", st)
+	}
+	gids := fmt.Sprint(st[0]["gids"])
+	if !strings.Contains(gids, "0000:0000:0000:0000:0000:ffff:c612:0002") {
+		t.Fatalf("GIDs %s lack the IPv4-mapped GID of 198.18.0.2", gids)
+	}
+	text := mustSF(t, p.B, "status", "eth0")
+	for _, want := range []string{"hca_id:\tsoftfabric_eth0", "PORT_ACTIVE", "GID[0]: fe80:", "redirected"} {
+		if !strings.Contains(text, want) {
+			t.Fatalf("status lacks %q:\n%s", want, text)
+		}
+	}
+	// The kernel stack is untouched: ping and TCP both ways.
+	if out, err := p.A.Exec("ping", "-c", "2", "-i", "0.2", "-W", "2", "198.18.0.2"); err != nil {
+		t.Fatalf("ping with softfabric up: %v\n%s", err, out)
+	}
+	checkTCP(t, p)
+	c0 := counters(t, p.B)
+	if c0["passed"] == 0 {
+		t.Fatalf("the classifier passed no frame to the kernel: %v", c0)
+	}
+	mustSF(t, p.B, "down", "eth0")
+	if left := leftovers(t, p.B); len(left) != 0 {
+		t.Fatalf("down left %v", left)
+	}
+	if r := sf(p.B, "down", "eth0"); r.code == 0 || !strings.Contains(r.err, "not up") {
+		t.Fatalf("second down: %+v", r)
+	}
+}
+
+func counters(t *testing.T, h *netnstest.Host) map[string]uint64 {
+	t.Helper()
+	var c map[string]any
+	if err := json.Unmarshal([]byte(mustSF(t, h, "stats", h.Iface, "--json")), &c); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]uint64{}
+	for k, v := range c {
+		if f, ok := v.(float64); ok {
+			out[strings.ToLower(k)] = uint64(f)
+		}
+	}
+	return out
+}
+
+func checkTCP(t *testing.T, p *netnstest.Pair) {
+	t.Helper()
+	var ln net.Listener
+	if err := p.B.Do(func() (err error) { ln, err = net.Listen("tcp", "198.18.0.2:7001"); return }); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			b := make([]byte, 1<<16)
+			n, _ := c.Read(b)
+			c.Write(b[:n])
+			c.Close()
+		}
+	}()
+	if err := p.A.Do(func() error {
+		c, err := net.DialTimeout("tcp", "198.18.0.2:7001", 2*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(2 * time.Second))
+		if _, err := c.Write([]byte("softfabric")); err != nil {
+			return err
+		}
+		b := make([]byte, 10)
+		if _, err := c.Read(b); err != nil || string(b) != "softfabric" {
+			return fmt.Errorf("echo %q: %v", b, err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("TCP with softfabric up: %v", err)
+	}
+}
+
+func TestCLIErrors(t *testing.T) {
+	p := setup(t, netnstest.Options{}, false)
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"up", "nope0"}, 1, `interface "nope0" not found`},
+		{[]string{"up"}, 2, "exactly one interface"},
+		{[]string{"up", "eth0", "--mode", "sideways"}, 2, "--mode"},
+		{[]string{"perf", "write"}, 2, "--iface is required"},
+		{[]string{"perf", "frob", "--iface", "eth0"}, 2, "unknown operation"},
+		{[]string{"perf", "write", "--iface", "eth0", "--mtu", "1000"}, 2, "--mtu"},
+		{[]string{"perf", "write", "--iface", "eth0", "--bogus"}, 2, "bogus"},
+		{[]string{"perf", "write", "--iface", "eth0", "198.18.0.1"}, 1, "not up"},
+		{[]string{"down", "eth0"}, 1, "not up"},
+		{[]string{"status", "nope0"}, 1, "not found"},
+	} {
+		r := sf(p.A, tc.args...)
+		lines := strings.Count(strings.TrimRight(r.err, "\n"), "\n") + 1
+		if r.code != tc.code || !strings.Contains(r.err, tc.msg) || lines != 1 || r.out != "" {
+			t.Errorf("softfabric %s: exit %d, stderr %q, stdout %q; want exit %d and one line with %q",
+				strings.Join(tc.args, " "), r.code, r.err, r.out, tc.code, tc.msg)
+		}
+	}
+}
+
+// TestForeignXDP: up refuses an interface whose XDP program someone else
+// attached (here with ip(8), the old way), and leaves it alone.
+func TestForeignXDP(t *testing.T) {
+	p := setup(t, netnstest.Options{}, false)
+	obj, err := filepath.Abs("../bpf/classifier_bpfel.o")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := p.A.Exec("ip", "link", "set", "dev", "eth0", "xdpgeneric", "obj", obj, "sec", "xdp"); err != nil {
+		t.Fatalf("attaching a foreign program: %v\n%s", err, out)
+	}
+	r := sf(p.A, "up", "eth0")
+	if r.code != 1 || !strings.Contains(r.err, "attached by someone else") {
+		t.Fatalf("up over a foreign XDP program: %+v", r)
+	}
+	out, _ := p.A.Exec("ip", "-d", "link", "show", "eth0")
+	if !strings.Contains(out, "prog/xdp") {
+		t.Fatal("up removed the foreign program")
+	}
+	if left := leftovers(t, p.A); len(left) != 1 || left[0] != "XDP program attached" {
+		t.Fatalf("a refused up left %v", left)
+	}
+}
+
+// TestDeviceBusy: a second process gets "device busy (pid N)".
+func TestDeviceBusy(t *testing.T) {
+	p := setup(t, netnstest.Options{}, false)
+	up(t, p.A)
+	srv := p.A.Command(sfBin, "perf", "write", "--iface", "eth0", "--timeout", "20s")
+	var errb bytes.Buffer
+	srv.Stderr = &errb
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { srv.Process.Kill(); srv.Wait() }()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(errb.String(), "waiting") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	r := sf(p.A, "perf", "write", "--iface", "eth0", "--port", "18600")
+	if r.code != 1 || !strings.Contains(r.err, "device busy (pid ") {
+		t.Fatalf("second owner: %+v (server: %s)", r, errb.String())
+	}
+	if r := sf(p.A, "down", "eth0"); r.code != 1 || !strings.Contains(r.err, "device busy") {
+		t.Fatalf("down while owned: %+v", r)
+	}
+}
+
+// perfPair runs a perf server in b and a client in a, returning the
+// client's JSON results.
+func perfPair(t *testing.T, p *netnstest.Pair, serverArgs []string, clientArgs ...string) []map[string]any {
+	t.Helper()
+	args := append([]string{"perf"}, serverArgs...)
+	args = append(args, "--iface", "eth0", "--json", "--timeout", "60s")
+	srv := p.B.Command(sfBin, args...)
+	var sout, serr bytes.Buffer
+	srv.Stdout, srv.Stderr = &sout, &serr
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); srv.Wait() }()
+	defer func() { srv.Process.Kill(); wg.Wait() }()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(serr.String(), "waiting") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	cargs := append([]string{"perf"}, clientArgs...)
+	cargs = append(cargs, "--iface", "eth0", "--json", "--timeout", "60s", "198.18.0.2")
+	out := mustSF(t, p.A, cargs...)
+	var rs []map[string]any
+	if err := json.Unmarshal([]byte(out), &rs); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	return rs
+}
+
+func TestPerfAllOps(t *testing.T) {
+	p := setup(t, netnstest.Options{}, false)
+	up(t, p.A, p.B)
+	before := counters(t, p.B)
+	for _, op := range []string{"write", "read", "send", "atomic"} {
+		size := "4096"
+		if op == "atomic" {
+			size = "8"
+		}
+		rs := perfPair(t, p, []string{op}, op, "--size", size, "--iters", "2000", "--qps", "2")
+		if len(rs) != 1 || rs[0]["iterations"].(float64) != 2000 || rs[0]["msg_rate_mpps"].(float64) <= 0 {
+			t.Fatalf("%s: %+v", op, rs)
+		}
+		if op == "send" && rs[0]["received"].(float64) != 2000 {
+			t.Fatalf("send: server received %v of 2000", rs[0]["received"])
+		}
+	}
+	after := counters(t, p.B)
+	if after["redirected"]-before["redirected"] < 8000 {
+		t.Fatalf("classifier redirected %d frames for 8000 requests", after["redirected"]-before["redirected"])
+	}
+	if n := after["unknownqpn"] + after["nosocket"] + after["badpkey"] + after["badversion"]; n != 0 {
+		t.Fatalf("classifier dropped RoCE frames: %v", after)
+	}
+}
+
+func TestPingPong(t *testing.T) {
+	p := setup(t, netnstest.Options{}, false)
+	up(t, p.A, p.B)
+	srv := p.B.Command(sfBin, "pingpong", "--iface", "eth0", "-n", "500")
+	var sout, serr bytes.Buffer
+	srv.Stdout, srv.Stderr = &sout, &serr
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(serr.String(), "waiting") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	out := mustSF(t, p.A, "pingpong", "--iface", "eth0", "-n", "500", "198.18.0.2")
+	if !strings.Contains(out, "4096000 bytes in") || !strings.Contains(out, "500 iters in") {
+		t.Fatalf("pingpong: %q", out)
+	}
+}
