@@ -1,8 +1,10 @@
 package bpf
 
 import (
+	"errors"
 	"fmt"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -46,7 +48,14 @@ func xskSocket(t testing.TB, ifindex, queue int) (int, error) {
 			return -1, fmt.Errorf("af_xdp ring %d: %w", opt, err)
 		}
 	}
-	if err := unix.Bind(fd, &unix.SockaddrXDP{Flags: unix.XDP_COPY, Ifindex: uint32(ifindex), QueueID: uint32(queue)}); err != nil {
+	// Rebinding a queue right after a socket on it closed gives EBUSY for
+	// a few hundred milliseconds: retry for up to a second.
+	sa := &unix.SockaddrXDP{Flags: unix.XDP_COPY, Ifindex: uint32(ifindex), QueueID: uint32(queue)}
+	err = unix.Bind(fd, sa)
+	for deadline := time.Now().Add(time.Second); errors.Is(err, unix.EBUSY) && time.Now().Before(deadline); err = unix.Bind(fd, sa) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil {
 		return -1, fmt.Errorf("binding af_xdp socket to ifindex %d queue %d: %w", ifindex, queue, err)
 	}
 	return fd, nil
