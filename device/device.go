@@ -107,6 +107,14 @@ func (d *Device) Now() int64 { return int64(time.Since(d.epoch)) }
 // whether anything happened.
 func (d *Device) Progress() (bool, error) { return d.node.Poll(d.Now()) }
 
+// Run drives the device until ctx ends or hook fails: the engine on a
+// thread of its own, hook (the application's posting and reaping) between
+// passes, busy-polling while there is work and backing off to a blocking
+// wait when there is none.
+func (d *Device) Run(ctx context.Context, hook func() (bool, error)) error {
+	return d.node.Run(ctx, d.Now, hook)
+}
+
 // Close destroys the queue pairs and releases what Open took.
 func (d *Device) Close() error {
 	for n, q := range d.qps {

@@ -2,6 +2,9 @@ package device
 
 import (
 	"encoding/binary"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/softfabric/softfabric/dataplane/link"
 	"github.com/softfabric/softfabric/dataplane/wire"
@@ -16,6 +19,7 @@ type multiLink struct {
 	links []link.Link
 	next  int
 	max   int
+	fds   []unix.PollFd
 }
 
 func newMultiLink(links []link.Link) link.Link {
@@ -91,4 +95,25 @@ func (m *multiLink) Recv(bufs [][]byte, sizes []int) (int, error) {
 	}
 	m.next = (m.next + 1) % len(m.links)
 	return got, nil
+}
+
+// Wait blocks until one of the queues has frames or timeout passes: one
+// poll(2) over every queue's socket.
+func (m *multiLink) Wait(timeout time.Duration) error {
+	if m.fds == nil {
+		for _, l := range m.links {
+			f, ok := l.(interface{ FD() int })
+			if !ok {
+				time.Sleep(min(timeout, time.Millisecond))
+				return nil
+			}
+			m.fds = append(m.fds, unix.PollFd{Fd: int32(f.FD()), Events: unix.POLLIN})
+		}
+	}
+	ms := int((timeout + time.Millisecond - 1) / time.Millisecond)
+	_, err := unix.Poll(m.fds, ms)
+	if err == unix.EINTR {
+		return nil
+	}
+	return err
 }

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io/fs"
 	"net/netip"
+	"os"
 
 	"github.com/softfabric/softfabric/bpf"
 	"github.com/softfabric/softfabric/ctrl"
 	"github.com/softfabric/softfabric/dataplane/link"
+	"github.com/softfabric/softfabric/dataplane/link/faulty"
 	"github.com/softfabric/softfabric/dataplane/xsk"
 )
 
@@ -82,9 +84,22 @@ func Open(iface string, o OpenOptions) (d *Device, err error) {
 		closers = append(closers, func() error { return cls.DeleteSocket(0, q) })
 		links = append(links, s)
 	}
+	l := newMultiLink(links)
+	// A debugging aid: SOFTFABRIC_DEBUG_LINK_FAULTS, a faulty.ParseSpec
+	// string like "reorder=5%,delay=100us", impairs the frames sent, to
+	// watch the transport cope with a bad network on a real NIC.
+	if spec := os.Getenv("SOFTFABRIC_DEBUG_LINK_FAULTS"); spec != "" {
+		f, err := faulty.ParseSpec(spec)
+		if err != nil {
+			return nil, fmt.Errorf("SOFTFABRIC_DEBUG_LINK_FAULTS: %w", err)
+		}
+		if l, err = faulty.Wrap(l, faulty.Config{Faults: f}); err != nil {
+			return nil, err
+		}
+	}
 	var mac [6]byte
 	copy(mac[:], dev.MAC)
-	d = New(newMultiLink(links), Options{
+	d = New(l, Options{
 		Name:      iface,
 		MAC:       mac,
 		GIDs:      ctrl.GIDs(dev),

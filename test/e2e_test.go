@@ -91,7 +91,13 @@ func up(t *testing.T, hosts ...*netnstest.Host) {
 	t.Helper()
 	for _, h := range hosts {
 		mustSF(t, h, "up", h.Iface)
-		t.Cleanup(func() { sf(h, "down", h.Iface) })
+		t.Cleanup(func() {
+			start := time.Now()
+			r := sf(h, "down", h.Iface)
+			if d := time.Since(start); d > time.Second {
+				t.Logf("down in %s took %v: %+v", h.NS, d, r)
+			}
+		})
 	}
 }
 

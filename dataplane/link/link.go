@@ -6,7 +6,10 @@
 // only this interface, so the same transport code runs over all of them.
 package link
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // IdealBatch is the batch size the engine uses for Send and Recv: large
 // enough to amortise a lock or a ring doorbell per call, small enough to keep
@@ -38,4 +41,12 @@ type Link interface {
 	// MaxFrame is the largest frame the link carries, link headers
 	// included.
 	MaxFrame() int
+}
+
+// Waiter is a Link that can block until frames arrive, so that an idle
+// engine sleeps in the kernel instead of polling.
+type Waiter interface {
+	// Wait returns when frames may be waiting to be received, or after
+	// timeout. It may return early.
+	Wait(timeout time.Duration) error
 }

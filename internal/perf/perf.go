@@ -266,40 +266,42 @@ func serveRDMA(ctx context.Context, d *device.Device, c *conn, cfg Config) (Resu
 	// the engine running and the receive queue full.
 	done := c.expectAsync("DONE")
 	received := 0
-	for i := 0; ; i++ {
-		if _, err := d.Progress(); err != nil {
-			return Result{}, err
-		}
-		if n := s.recvCQ.Poll(s.cs); n > 0 {
+	err = d.Run(ctx, func() (bool, error) {
+		n := s.recvCQ.Poll(s.cs)
+		if n > 0 {
 			for _, e := range s.cs[:n] {
 				if e.Status != verbs.Success {
-					return Result{}, fmt.Errorf("receive completed with %v", e.Status)
+					return false, fmt.Errorf("receive completed with %v", e.Status)
 				}
 			}
 			received += n
 			if err := s.postRecvs(cfg.Size); err != nil {
-				return Result{}, err
+				return false, err
 			}
 		}
-		if i%256 == 0 {
-			select {
-			case err := <-done:
-				if err != nil {
-					return Result{}, err
-				}
-				// Let the last ACKs out before the QPs go away.
-				drainUntil(d, time.Now().Add(20*time.Millisecond))
-				if err := c.send("STATS %d", received); err != nil {
-					return Result{}, err
-				}
-				return Result{Op: cfg.Op, Bytes: cfg.Size, QPs: cfg.QPs, MTU: cfg.MTU, Received: received}, nil
-			case <-ctx.Done():
-				return Result{}, ctx.Err()
-			default:
+		select {
+		case err := <-done:
+			if err == nil {
+				err = errFinished
 			}
+			return false, err
+		default:
 		}
+		return n > 0, nil
+	})
+	if err != errFinished {
+		return Result{}, err
 	}
+	// Let the last ACKs out before the QPs go away.
+	drainUntil(d, time.Now().Add(20*time.Millisecond))
+	if err := c.send("STATS %d", received); err != nil {
+		return Result{}, err
+	}
+	return Result{Op: cfg.Op, Bytes: cfg.Size, QPs: cfg.QPs, MTU: cfg.MTU, Received: received}, nil
 }
+
+// errFinished ends a Run loop whose work is done.
+var errFinished = errors.New("finished")
 
 // expectAsync reads the next line in the background, for a side that must
 // keep polling its device while it waits.

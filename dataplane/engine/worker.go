@@ -1,0 +1,141 @@
+package engine
+
+import (
+	"context"
+	"runtime"
+	"time"
+
+	"github.com/softfabric/softfabric/dataplane/link"
+)
+
+// Backoff paces a polling loop: it spins while polls find work and backs
+// off step by step when they do not, so that a busy device never sleeps
+// and an idle one costs next to no CPU. A sleep never runs past the next
+// timer deadline.
+type Backoff struct {
+	// Spin is how many empty polls run back to back before yielding
+	// (default 512); Yield how many more yield the processor before
+	// sleeping (default 512).
+	Spin, Yield int
+	// MaxSleep bounds one sleep (default 1 ms): the latency an idle
+	// device adds to the first packet that wakes it.
+	MaxSleep time.Duration
+
+	idle int
+}
+
+// Busy records a poll that found work.
+func (b *Backoff) Busy() { b.idle = 0 }
+
+// Sleeping reports whether the idle streak has passed spinning and
+// yielding.
+func (b *Backoff) Sleeping() bool {
+	spin, yield := b.Spin, b.Yield
+	if spin == 0 {
+		spin = 512
+	}
+	if yield == 0 {
+		yield = 512
+	}
+	return b.idle > spin+yield
+}
+
+// Idle records a poll that found nothing and waits as long as the idle
+// streak warrants. now and deadline (0: none) are on the engine clock.
+func (b *Backoff) Idle(now, deadline int64) {
+	spin, yield, maxSleep := b.Spin, b.Yield, b.MaxSleep
+	if spin == 0 {
+		spin = 512
+	}
+	if yield == 0 {
+		yield = 512
+	}
+	if maxSleep == 0 {
+		maxSleep = time.Millisecond
+	}
+	b.idle++
+	switch {
+	case b.idle <= spin:
+		return
+	case b.idle <= spin+yield:
+		runtime.Gosched()
+		return
+	}
+	// Sleep 1 µs, doubling every 16 empty polls, up to maxSleep.
+	steps := min((b.idle-spin-yield)/16, 20)
+	d := min(time.Microsecond<<steps, maxSleep)
+	if deadline != 0 {
+		if until := time.Duration(deadline - now); until < d {
+			d = max(until, 0)
+		}
+	}
+	if d > 0 {
+		time.Sleep(d)
+	}
+}
+
+// idle backs off; in the sleeping phase it blocks in the link, when the
+// link can, until frames arrive or the next timer is due, so that an idle
+// device costs no CPU and still wakes at once.
+func (n *Node) idle(b *Backoff, now int64) {
+	w, ok := n.link.(link.Waiter)
+	if !ok || !b.Sleeping() {
+		b.Idle(now, n.NextDeadline())
+		return
+	}
+	b.idle++
+	timeout := 100 * time.Millisecond
+	if d := n.NextDeadline(); d != 0 {
+		timeout = min(timeout, max(time.Duration(d-now), 0))
+	}
+	_ = w.Wait(timeout)
+}
+
+// Run drives the node on the calling goroutine, locked to its OS thread,
+// until ctx ends or hook fails: each pass polls the node, then calls hook
+// (where the application posts work and reaps completions, on the same
+// goroutine that owns the queue pairs), then backs off if neither did
+// anything. clock is the engine clock in nanoseconds.
+func (n *Node) Run(ctx context.Context, clock func() int64, hook func() (bool, error)) error {
+	runtime.LockOSThread()
+	locked := true
+	defer func() {
+		if locked {
+			runtime.UnlockOSThread()
+		}
+	}()
+	var b Backoff
+	for i := 0; ; i++ {
+		now := clock()
+		did, err := n.Poll(now)
+		if err != nil {
+			return err
+		}
+		if hook != nil {
+			h, err := hook()
+			if err != nil {
+				return err
+			}
+			did = did || h
+		}
+		if did {
+			b.Busy()
+			if !locked {
+				runtime.LockOSThread()
+				locked = true
+			}
+		} else {
+			// A sleeping goroutine locked to its thread makes every wake a
+			// hand-off between OS threads; idle, the lock buys nothing.
+			if locked && b.Sleeping() {
+				runtime.UnlockOSThread()
+				locked = false
+			}
+			n.idle(&b, now)
+		}
+		// Busy, look at ctx now and then; idle passes are slow anyway.
+		if (!did || i&255 == 0) && ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
