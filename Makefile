@@ -32,6 +32,11 @@ demo: build
 demo-transport:
 	$(GO) test -count=1 -run 'TestHostileNetwork$$' -v ./dataplane/engine
 
+# softfabric perf between namespaces next to raw AF_XDP and UDP baselines
+# (root); appends to BENCHMARKS.md.
+bench-e2e: build
+	bash scripts/bench-e2e.sh
+
 test: lint check-generate
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(GO) test -count=1 -race -short -timeout $(TEST_TIMEOUT) $(RACE_PKGS)

@@ -109,6 +109,16 @@ func (r *requester) progress(q *QP, moved bool, now int64) {
 		r.onAcked(uint32(d))
 	}
 	r.lastComp = r.compPSN
+	if r.rttOn && r.rttPSN.Before(r.compPSN) {
+		sample := now - r.rttSent
+		if r.srtt == 0 {
+			r.srtt = sample
+		} else {
+			r.srtt += (sample - r.srtt) / 8
+		}
+		r.rttOn = false
+	}
+	r.probed = false
 	r.retrying = false
 	r.retries = q.attr.RetryCnt
 	r.rnrRetries = q.attr.RNRRetry

@@ -31,6 +31,7 @@ type Stats struct {
 	TxPackets, RxPackets     uint64
 	Retransmits              uint64 // packets sent again
 	Timeouts                 uint64 // retransmit timer expiries
+	Probes                   uint64 // tail-loss probes sent
 	SeqNAKsSent, SeqNAKsRcvd uint64
 	RNRNAKsSent, RNRNAKsRcvd uint64
 	ErrNAKsSent, ErrNAKsRcvd uint64 // invalid request, remote access, remote operation

@@ -85,6 +85,19 @@ type requester struct {
 	cwnd, ssthresh uint32
 	cwndAcc        uint32  // acknowledged packets towards the next +1
 	lastComp       psn.PSN // compPSN when the window last grew
+	// Tail-loss probe: with packets outstanding and no acknowledgement
+	// for a couple of round trips, resend the last packet sent, asking
+	// for an ACK, so that a lost tail is NAKed in microseconds instead
+	// of waiting out the retransmit timeout (tens of milliseconds on a
+	// path that never needed them). srtt is the smoothed round trip,
+	// measured Karn-style on one AckReq packet at a time.
+	probe    int64
+	probed   bool
+	forceAck bool
+	srtt     int64
+	rttPSN   psn.PSN
+	rttSent  int64
+	rttOn    bool
 	// rdAtomic counts reads and atomics started and not completed.
 	rdAtomic int
 	// retries and rnrRetries are what is left of the retry counters; they
@@ -149,6 +162,9 @@ func (r *requester) deadline() int64 {
 	if r.rnrUntil != 0 {
 		return r.rnrUntil
 	}
+	if r.probe != 0 && (r.timer == 0 || r.probe < r.timer) {
+		return r.probe
+	}
 	return r.timer
 }
 
@@ -196,6 +212,10 @@ func (r *requester) transmit(q *QP, now int64, b *link.Batch) {
 			return
 		}
 	}
+	if r.probe != 0 && now >= r.probe {
+		r.probe = 0
+		r.sendProbe(q, now, b)
+	}
 	if q.attr.State == verbs.StateSQD {
 		// Drained: finish what was started, start nothing new.
 		if r.cur == r.tail || !r.sq[r.cur&r.mask].started {
@@ -207,7 +227,7 @@ func (r *requester) transmit(q *QP, now int64, b *link.Batch) {
 		if !w.started {
 			r.start(q, w)
 		}
-		if !r.sendPacket(q, w, b) {
+		if !r.sendPacket(q, w, b, now) {
 			return
 		}
 		if r.timer == 0 {
@@ -235,11 +255,15 @@ func (r *requester) start(q *QP, w *sendWQE) {
 
 // sendPacket builds the packet of w at sendPSN, advancing the cursor. It
 // reports false when the packet could not be built.
-func (r *requester) sendPacket(q *QP, w *sendWQE, b *link.Batch) bool {
+func (r *requester) sendPacket(q *QP, w *sendWQE, b *link.Batch, now int64) bool {
 	k := uint32(r.sendPSN.Diff(w.first))
 	off := k * uint32(q.mtu)
-	if r.sendPSN.Before(r.highSent) {
+	retransmit := r.sendPSN.Before(r.highSent)
+	if retransmit {
 		q.stats.Retransmits++
+		r.rttOn = false // Karn: no RTT sample across a retransmission
+	} else if !r.rttOn {
+		r.rttOn, r.rttPSN, r.rttSent = true, r.sendPSN, now
 	}
 	solicited := w.wr.Flags&verbs.Solicited != 0
 	switch op := w.wr.Op; {
@@ -276,7 +300,7 @@ func (r *requester) sendPacket(q *QP, w *sendWQE, b *link.Batch) bool {
 			return false
 		}
 		info := opc.Info()
-		ackReq := lastPkt || r.sinceAckReq >= ackReqEvery
+		ackReq := r.wantAck(w, lastPkt)
 		q.bth(f, h, opc, r.sendPSN, int(n), ackReq, solicited && lastPkt)
 		if info.RETH != 0 {
 			wire.RETH(f[h+info.RETH:]).Encode(w.wr.RemoteAddr, w.wr.RKey, w.length)
@@ -305,6 +329,25 @@ func (r *requester) sendPacket(q *QP, w *sendWQE, b *link.Batch) bool {
 		r.advance(r.sendPSN.Next())
 	}
 	return true
+}
+
+// wantAck decides whether a send or write packet asks for an ACK. Asking
+// on every message would cost the responder a packet (and a transmit
+// kick) per message, so, as RDMA NICs do, the requester asks only where it
+// needs one: at the end of a signalled request (its completion waits for
+// it), when the send queue runs dry or the congestion window fills (the
+// ACK is what frees them), and at least every ackReqEvery packets.
+func (r *requester) wantAck(w *sendWQE, lastPkt bool) bool {
+	if r.sinceAckReq >= ackReqEvery || r.forceAck {
+		return true
+	}
+	if uint32(r.sendPSN.Next().Diff(r.compPSN)) >= r.cwnd {
+		return true
+	}
+	if !lastPkt {
+		return false
+	}
+	return w.wr.Flags&verbs.Signaled != 0 || r.cur+1 == r.tail || w.err != verbs.Success
 }
 
 // advance moves the send cursor to p, onto the next request when the
@@ -348,9 +391,54 @@ func segmentOpcode(op verbs.Opcode, first, last bool) wire.Opcode {
 }
 
 func (r *requester) armTimer(q *QP, now int64) {
-	r.timer = 0
+	r.timer, r.probe = 0, 0
 	if q.timeout != 0 && r.outstanding() {
 		r.timer = now + q.timeout
+	}
+	if r.outstanding() && r.srtt != 0 && !r.probed {
+		r.probe = now + max(2*r.srtt+minProbeSlack, minProbe)
+		if r.timer != 0 && r.probe >= r.timer {
+			r.probe = 0
+		}
+	}
+}
+
+// Tail-loss probe timing, in ns: never sooner than minProbe after the
+// last progress, and two round trips plus minProbeSlack (the peer's
+// scheduling) otherwise.
+const (
+	minProbe      = 50_000
+	minProbeSlack = 20_000
+)
+
+// sendProbe resends the last packet sent, with AckReq, unless a go-back is
+// already under way: the responder answers it with an ACK if everything
+// arrived, or with a sequence NAK naming the first missing PSN.
+func (r *requester) sendProbe(q *QP, now int64, b *link.Batch) {
+	if !r.outstanding() || r.probed || r.retrying || r.sendPSN != r.highSent || b.Room() == 0 {
+		return
+	}
+	p := r.highSent.Sub(1)
+	for i := r.head; i != r.tail; i++ {
+		w := &r.sq[i&r.mask]
+		if !w.started {
+			return
+		}
+		if w.contains(p) {
+			cur, sendPSN := r.cur, r.sendPSN
+			r.cur, r.sendPSN = i, p
+			r.forceAck = true
+			ok := r.sendPacket(q, w, b, now)
+			r.forceAck = false
+			if !ok {
+				r.cur, r.sendPSN = cur, sendPSN
+				return
+			}
+			r.cur, r.sendPSN = cur, sendPSN
+			r.probed = true
+			q.stats.Probes++
+			return
+		}
 	}
 }
 

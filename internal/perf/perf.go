@@ -60,6 +60,12 @@ type Result struct {
 
 	// Received is how many messages the server saw (send only).
 	Received int `json:"received,omitempty"`
+
+	// What the client's queue pairs went through.
+	Retransmits uint64 `json:"retransmits"`
+	Timeouts    uint64 `json:"timeouts"`
+	Probes      uint64 `json:"probes"`
+	SeqNAKs     uint64 `json:"seq_naks"`
 }
 
 func (c *Config) check() error {
@@ -539,6 +545,13 @@ func (s *session) run(ctx context.Context, cfg Config, peers []qpInfo) (Result, 
 	}
 	elapsed := time.Since(start)
 	r := Result{Op: cfg.Op, Bytes: cfg.Size, Iters: completed, QPs: cfg.QPs, MTU: cfg.MTU, Seconds: elapsed.Seconds()}
+	for _, q := range s.qps {
+		st := q.Stats()
+		r.Retransmits += st.Retransmits
+		r.Timeouts += st.Timeouts
+		r.Probes += st.Probes
+		r.SeqNAKs += st.SeqNAKsRcvd
+	}
 	if cfg.Lat {
 		slicesSort(lats)
 		var sum time.Duration

@@ -25,6 +25,11 @@ func Print(w io.Writer, title string, rs []Result) {
 			fmt.Fprintf(w, " %-10d %-12d %-16.2f %-18.2f %-16.2f %-18.2f %-14.6f\n", r.Bytes, r.Iters, r.BWPeakGbps, r.BWAvgGbps, r.BWPeakMBps, r.BWAvgMBps, r.MsgRateMpps)
 		}
 	}
+	for _, r := range rs {
+		if r.Retransmits+r.Timeouts+r.Probes+r.SeqNAKs > 0 {
+			fmt.Fprintf(w, " transport: %d retransmitted packets, %d timeouts, %d tail probes, %d sequence NAKs\n", r.Retransmits, r.Timeouts, r.Probes, r.SeqNAKs)
+		}
+	}
 	fmt.Fprintln(w, rule)
 }
 
