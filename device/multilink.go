@@ -20,15 +20,33 @@ type multiLink struct {
 	next  int
 	max   int
 	fds   []unix.PollFd
+	zc    []link.ZeroCopyReceiver // every queue's, or nil
+	lent  []bool
 }
+
+// copyingMultiLink is a multiLink without RecvZC.
+type copyingMultiLink struct{ m *multiLink }
+
+func (c copyingMultiLink) Send(f [][]byte) (int, error)          { return c.m.Send(f) }
+func (c copyingMultiLink) Recv(b [][]byte, s []int) (int, error) { return c.m.Recv(b, s) }
+func (c copyingMultiLink) MaxFrame() int                         { return c.m.MaxFrame() }
+func (c copyingMultiLink) Wait(t time.Duration) error            { return c.m.Wait(t) }
 
 func newMultiLink(links []link.Link) link.Link {
 	if len(links) == 1 {
 		return links[0]
 	}
-	m := &multiLink{links: links, max: links[0].MaxFrame()}
+	m := &multiLink{links: links, max: links[0].MaxFrame(), lent: make([]bool, len(links))}
 	for _, l := range links {
 		m.max = min(m.max, l.MaxFrame())
+		if zc, ok := l.(link.ZeroCopyReceiver); ok {
+			m.zc = append(m.zc, zc)
+		}
+	}
+	if len(m.zc) != len(links) {
+		// Some queue cannot lend: copy everywhere, through a wrapper
+		// that hides RecvZC.
+		return copyingMultiLink{m}
 	}
 	return m
 }
@@ -116,4 +134,31 @@ func (m *multiLink) Wait(timeout time.Duration) error {
 		return nil
 	}
 	return err
+}
+
+// RecvZC lends received frames from the queues in turn, when every queue's
+// link can lend them; see link.ZeroCopyReceiver.
+func (m *multiLink) RecvZC(views [][]byte) int {
+	got := 0
+	for i := 0; i < len(m.links) && got < len(views); i++ {
+		q := (m.next + i) % len(m.links)
+		zc := m.zc[q]
+		n := zc.RecvZC(views[got:])
+		if n > 0 {
+			m.lent[q] = true
+		}
+		got += n
+	}
+	m.next = (m.next + 1) % len(m.links)
+	return got
+}
+
+// ReleaseRx returns every queue's lent frames.
+func (m *multiLink) ReleaseRx() {
+	for q, lent := range m.lent {
+		if lent {
+			m.zc[q].ReleaseRx()
+			m.lent[q] = false
+		}
+	}
 }

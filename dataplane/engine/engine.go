@@ -42,6 +42,7 @@ type Node struct {
 	list  []QP // every attached queue pair, for the transmit pass
 	rx    [][]byte
 	sizes []int
+	views [][]byte // frames lent by a ZeroCopyReceiver
 	tx    *link.Batch
 	pkt   wire.Packet
 	stats Stats
@@ -58,6 +59,7 @@ func New(l link.Link) *Node {
 		rx:    make([][]byte, link.IdealBatch),
 		sizes: make([]int, link.IdealBatch),
 		tx:    link.NewBatch(link.IdealBatch, l.MaxFrame()),
+		views: make([][]byte, link.IdealBatch),
 	}
 	mem := make([]byte, link.IdealBatch*l.MaxFrame())
 	for i := range n.rx {
@@ -101,12 +103,24 @@ func (n *Node) Stats() Stats { return n.stats }
 // transmit what every queue pair has to send. It reports whether anything
 // was received or sent.
 func (n *Node) Poll(now int64) (bool, error) {
-	got, err := n.link.Recv(n.rx, n.sizes)
-	if err != nil {
-		return false, err
-	}
-	for i := 0; i < got; i++ {
-		n.deliver(n.rx[i][:n.sizes[i]], now)
+	var got int
+	if zc, ok := n.link.(link.ZeroCopyReceiver); ok {
+		// Parse and place straight from the link's buffers: the transport
+		// keeps nothing of a frame past Receive.
+		got = zc.RecvZC(n.views)
+		for _, f := range n.views[:got] {
+			n.deliver(f, now)
+		}
+		zc.ReleaseRx()
+	} else {
+		var err error
+		got, err = n.link.Recv(n.rx, n.sizes)
+		if err != nil {
+			return false, err
+		}
+		for i := 0; i < got; i++ {
+			n.deliver(n.rx[i][:n.sizes[i]], now)
+		}
 	}
 	sent, err := n.transmit(now)
 	return got > 0 || sent > 0, err

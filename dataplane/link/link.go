@@ -50,3 +50,14 @@ type Waiter interface {
 	// timeout. It may return early.
 	Wait(timeout time.Duration) error
 }
+
+// ZeroCopyReceiver is a Link that can lend received frames in place (an
+// AF_XDP socket's UMEM) instead of copying them out: the engine parses
+// and places straight from them, then gives them back.
+type ZeroCopyReceiver interface {
+	// RecvZC fills views with received frames and returns how many; they
+	// stay valid until ReleaseRx. It never blocks.
+	RecvZC(views [][]byte) int
+	// ReleaseRx returns the frames of the last RecvZC to the link.
+	ReleaseRx()
+}
