@@ -67,6 +67,9 @@ func Open(iface string, o OpenOptions) (d *Device, err error) {
 	}
 	closers = append(closers, cls.Close)
 	queues := dev.RxQueues
+	if st.Queues > 0 && st.Queues < queues {
+		queues = st.Queues
+	}
 	if o.Queues > 0 && o.Queues < queues {
 		queues = o.Queues
 	}

@@ -230,6 +230,8 @@ func TestCLIErrors(t *testing.T) {
 		{[]string{"up", "nope0"}, 1, `interface "nope0" not found`},
 		{[]string{"up"}, 2, "exactly one interface"},
 		{[]string{"up", "eth0", "--mode", "sideways"}, 2, "--mode"},
+		{[]string{"up", "eth0", "--queues", "5"}, 1, "has 2 receive queues, not 5"},
+		{[]string{"up", "eth0", "--mtu", "100"}, 2, "--mtu"},
 		{[]string{"perf", "write"}, 2, "--iface is required"},
 		{[]string{"perf", "frob", "--iface", "eth0"}, 2, "unknown operation"},
 		{[]string{"perf", "write", "--iface", "eth0", "--mtu", "1000"}, 2, "--mtu"},

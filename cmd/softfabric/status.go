@@ -59,7 +59,7 @@ func deviceStatus(iface string) (*Status, error) {
 	}
 	s := &Status{
 		Iface: iface, Ifindex: dev.Index, MAC: dev.MAC.String(), State: "PORT_ACTIVE", Since: st.Since,
-		MTU: dev.MTU, XDP: st.XDPMode, XDPProgID: dev.XDPProgID, Frags: st.Frags, Queues: dev.RxQueues,
+		MTU: dev.MTU, XDP: st.XDPMode, XDPProgID: dev.XDPProgID, Frags: st.Frags, Queues: st.Queues,
 	}
 	s.ActiveMTU = device.ActiveMTU(dev.MTU)
 	if !dev.Up {

@@ -19,8 +19,10 @@ func init() {
 }
 
 type upOpts struct {
-	mode  string
-	frags string
+	mode   string
+	frags  string
+	mtu    int
+	queues int
 }
 
 func upFlags() *flag.FlagSet { return upFlagSet(new(upOpts)) }
@@ -29,6 +31,8 @@ func upFlagSet(o *upOpts) *flag.FlagSet {
 	fs := flag.NewFlagSet("up", flag.ContinueOnError)
 	fs.StringVar(&o.mode, "mode", "auto", "XDP attach mode: auto (native, else generic), native or generic")
 	fs.StringVar(&o.frags, "frags", "auto", "multi-buffer XDP for frames over 3840 bytes: auto (when the MTU needs it), on or off")
+	fs.IntVar(&o.mtu, "mtu", 0, "set the interface MTU first (e.g. 9000 for path MTU 4096)")
+	fs.IntVar(&o.queues, "queues", 0, "receive queues to serve (default: all the interface has)")
 	return fs
 }
 
@@ -75,6 +79,12 @@ func cmdUp(args []string, stdout, _ io.Writer) error {
 	if o.frags != "auto" && o.frags != "on" && o.frags != "off" {
 		return usagef("--frags %q: want auto, on or off", o.frags)
 	}
+	if o.mtu != 0 && (o.mtu < 576 || o.mtu > 65535) {
+		return usagef("--mtu %d: want 576..65535", o.mtu)
+	}
+	if o.queues < 0 {
+		return usagef("--queues must be positive")
+	}
 	if err := needRoot(); err != nil {
 		return err
 	}
@@ -84,6 +94,9 @@ func cmdUp(args []string, stdout, _ io.Writer) error {
 	dev, err := ctrl.LookupDevice(iface)
 	if err != nil {
 		return err
+	}
+	if o.queues > dev.RxQueues {
+		return fmt.Errorf("%s has %d receive queues, not %d", iface, dev.RxQueues, o.queues)
 	}
 	runDir, pinDir := ctrl.RunDir(dev.NetNS, iface), ctrl.BPFDir(dev.NetNS, iface)
 	if st, err := ctrl.LoadState(runDir); err == nil {
@@ -98,6 +111,16 @@ func cmdUp(args []string, stdout, _ io.Writer) error {
 		_ = ctrl.RemoveState(runDir)
 	} else {
 		_ = bpf.Remove(pinDir) // pins without a record are debris too
+	}
+	if o.mtu != 0 && o.mtu != dev.MTU {
+		if err := ctrl.SetMTU(iface, o.mtu); err != nil {
+			return err
+		}
+		dev.MTU = o.mtu
+	}
+	queues := dev.RxQueues
+	if o.queues > 0 {
+		queues = o.queues
 	}
 	frags := o.frags == "on" || o.frags == "auto" && dev.MTU+18 > copyModeMaxFrame
 	cls, err := bpf.Load(bpf.Options{Frags: frags})
@@ -126,13 +149,13 @@ func cmdUp(args []string, stdout, _ io.Writer) error {
 	st := &ctrl.State{
 		ProgID: progID,
 		Iface:  iface, Ifindex: dev.Index, NetNS: dev.NetNS, MAC: dev.MAC.String(), MTU: dev.MTU,
-		Queues: dev.RxQueues, XDPMode: used.String(), Frags: frags, PinDir: pinDir, Since: time.Now(), Version: version,
+		Queues: queues, XDPMode: used.String(), Frags: frags, PinDir: pinDir, Since: time.Now(), Version: version,
 	}
 	if err := ctrl.SaveState(runDir, st); err != nil {
 		undo()
 		return err
 	}
-	fmt.Fprintf(stdout, "softfabric: %s up: XDP %s, %d queue(s), MTU %d%s\n", iface, used, dev.RxQueues, dev.MTU, map[bool]string{true: ", multi-buffer", false: ""}[frags])
+	fmt.Fprintf(stdout, "softfabric: %s up: XDP %s, %d queue(s), MTU %d%s\n", iface, used, queues, dev.MTU, map[bool]string{true: ", multi-buffer", false: ""}[frags])
 	return nil
 }
 
