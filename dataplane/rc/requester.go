@@ -407,8 +407,8 @@ func (r *requester) armTimer(q *QP, now int64) {
 // last progress, and two round trips plus minProbeSlack (the peer's
 // scheduling) otherwise.
 const (
-	minProbe      = 50_000
-	minProbeSlack = 20_000
+	minProbe      = 200_000
+	minProbeSlack = 50_000
 )
 
 // sendProbe resends the last packet sent, with AckReq, unless a go-back is
