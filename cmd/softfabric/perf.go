@@ -80,10 +80,7 @@ func cmdPerf(args []string, stdout, stderr io.Writer) error {
 	if o.size < 0 || o.qps < 1 || o.iters < 0 || o.duration < 0 || o.port <= 0 || o.port > 65535 {
 		return usagef("--size, --qps, --iters, --duration and --port must be positive")
 	}
-	if err := needRoot(); err != nil {
-		return err
-	}
-	d, err := device.Open(o.iface, device.OpenOptions{})
+	d, err := openDevice(o.iface)
 	if err != nil {
 		return err
 	}
@@ -187,10 +184,7 @@ func cmdPingPong(args []string, stdout, stderr io.Writer) error {
 	if o.mtu != 256 && o.mtu != 512 && o.mtu != 1024 && o.mtu != 2048 && o.mtu != 4096 {
 		return usagef("-m %d: want 256, 512, 1024, 2048 or 4096", o.mtu)
 	}
-	if err := needRoot(); err != nil {
-		return err
-	}
-	d, err := device.Open(o.iface, device.OpenOptions{})
+	d, err := openDevice(o.iface)
 	if err != nil {
 		return err
 	}
@@ -222,4 +216,12 @@ func cmdPingPong(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprint(stdout, r)
 	return nil
+}
+
+// openDevice opens the softfabric device on iface for this process.
+func openDevice(iface string) (*device.Device, error) {
+	if err := needRoot(); err != nil {
+		return nil, err
+	}
+	return device.Open(iface, device.OpenOptions{})
 }

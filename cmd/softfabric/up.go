@@ -85,13 +85,7 @@ func cmdUp(args []string, stdout, _ io.Writer) error {
 	if o.queues < 0 {
 		return usagef("--queues must be positive")
 	}
-	if err := needRoot(); err != nil {
-		return err
-	}
-	if err := ctrl.EnsureBPFFS(); err != nil {
-		return err
-	}
-	dev, err := ctrl.LookupDevice(iface)
+	dev, err := lookup(iface)
 	if err != nil {
 		return err
 	}
@@ -170,13 +164,7 @@ func cmdDown(args []string, stdout, _ io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := needRoot(); err != nil {
-		return err
-	}
-	if err := ctrl.EnsureBPFFS(); err != nil {
-		return err
-	}
-	dev, err := ctrl.LookupDevice(iface)
+	dev, err := lookup(iface)
 	if err != nil {
 		return err
 	}
@@ -208,4 +196,16 @@ func cmdDown(args []string, stdout, _ io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "softfabric: %s down\n", iface)
 	return nil
+}
+
+// lookup checks the privileges up and down need, makes sure the bpffs
+// for the pins is there, and reads the interface.
+func lookup(iface string) (*ctrl.Device, error) {
+	if err := needRoot(); err != nil {
+		return nil, err
+	}
+	if err := ctrl.EnsureBPFFS(); err != nil {
+		return nil, err
+	}
+	return ctrl.LookupDevice(iface)
 }

@@ -222,10 +222,7 @@ func runUDP(ctx context.Context, c *conn, cfg Config, ok []string) (Result, erro
 		}
 		time.Sleep(50 * time.Millisecond) // let the last datagrams arrive
 	}
-	if err := c.send("DONE"); err != nil {
-		return Result{}, err
-	}
-	st, err := c.expect("STATS")
+	st, err := c.finish()
 	if err != nil {
 		return Result{}, err
 	}
@@ -469,10 +466,7 @@ func runXDP(ctx context.Context, d *device.Device, c *conn, cfg Config, ok []str
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if err := c.send("DONE"); err != nil {
-		return Result{}, err
-	}
-	st, err := c.expect("STATS")
+	st, err := c.finish()
 	if err != nil {
 		return Result{}, err
 	}

@@ -158,3 +158,11 @@ func parseParams(line string) (params, error) {
 	}
 	return p, nil
 }
+
+// finish tells the server the client is done and returns its STATS.
+func (c *conn) finish() ([]string, error) {
+	if err := c.send("DONE"); err != nil {
+		return nil, err
+	}
+	return c.expect("STATS")
+}

@@ -422,10 +422,7 @@ func runRDMA(ctx context.Context, d *device.Device, c *conn, cfg Config) (Result
 		return Result{}, err
 	}
 	drainUntil(d, time.Now().Add(5*time.Millisecond))
-	if err := c.send("DONE"); err != nil {
-		return Result{}, err
-	}
-	st, err := c.expect("STATS")
+	st, err := c.finish()
 	if err != nil {
 		return Result{}, err
 	}

@@ -13,34 +13,8 @@ import (
 // Config.Capacity.
 const DefaultCapacity = 4096
 
-// Faults are the impairments applied to transmitted frames, with memlink's
-// meaning. The zero value passes every frame through untouched.
-type Faults struct {
-	// Per-frame probabilities in [0, 1].
-	Loss, Duplicate, Reorder, Corrupt float64
-	// Delay is the latency added to every frame.
-	Delay time.Duration
-	// ReorderDelay bounds the uniform extra delay, in (0, ReorderDelay],
-	// of a frame chosen for reordering. With 0 such a frame is instead
-	// swapped behind the next frame sent (see the package comment).
-	ReorderDelay time.Duration
-}
-
-// Validate reports a probability outside [0, 1] or a negative delay.
-func (f Faults) Validate() error {
-	for _, p := range [...]struct {
-		name string
-		v    float64
-	}{{"Loss", f.Loss}, {"Duplicate", f.Duplicate}, {"Reorder", f.Reorder}, {"Corrupt", f.Corrupt}} {
-		if !(p.v >= 0 && p.v <= 1) { // also rejects NaN
-			return fmt.Errorf("faulty: %s probability %v outside [0, 1]", p.name, p.v)
-		}
-	}
-	if f.Delay < 0 || f.ReorderDelay < 0 {
-		return fmt.Errorf("faulty: negative delay (Delay %v, ReorderDelay %v)", f.Delay, f.ReorderDelay)
-	}
-	return nil
-}
+// Faults are the impairments applied to transmitted frames (link.Faults).
+type Faults = link.Faults
 
 // Config sets up a Link. The zero value passes frames through with seed 0
 // and the monotonic clock.
@@ -520,3 +494,7 @@ func (l *Link) pop() {
 		i = c
 	}
 }
+
+// ParseSpec reads a fault specification such as
+// "reorder=5%,reorderdelay=30us,loss=1%" (see link.ParseFaults).
+func ParseSpec(s string) (Faults, error) { return link.ParseFaults(s) }

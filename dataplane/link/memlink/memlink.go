@@ -64,33 +64,10 @@ const (
 	DefaultCapacity = 4096
 )
 
-// Faults are the impairments applied to the frames of one direction.
-// The zero value is a perfect link.
-type Faults struct {
-	// Per-frame probabilities in [0, 1].
-	Loss, Duplicate, Reorder, Corrupt float64
-	// Delay is the one-way latency added to every frame.
-	Delay time.Duration
-	// ReorderDelay bounds the uniform extra delay, in (0, ReorderDelay],
-	// of a frame chosen for reordering. With 0 such a frame is instead
-	// swapped behind the next frame queued (see the package comment).
-	ReorderDelay time.Duration
-}
-
-func (f Faults) validate() error {
-	for _, p := range [...]struct {
-		name string
-		v    float64
-	}{{"Loss", f.Loss}, {"Duplicate", f.Duplicate}, {"Reorder", f.Reorder}, {"Corrupt", f.Corrupt}} {
-		if !(p.v >= 0 && p.v <= 1) { // also rejects NaN
-			return fmt.Errorf("memlink: %s probability %v outside [0, 1]", p.name, p.v)
-		}
-	}
-	if f.Delay < 0 || f.ReorderDelay < 0 {
-		return fmt.Errorf("memlink: negative delay (Delay %v, ReorderDelay %v)", f.Delay, f.ReorderDelay)
-	}
-	return nil
-}
+// Faults are the impairments applied to the frames of one direction
+// (link.Faults). The zero value is a perfect link. With ReorderDelay 0 a
+// frame chosen for reordering is swapped behind the next frame queued.
+type Faults = link.Faults
 
 // Config sets up a pair. The zero value is a perfect link with default
 // sizes, seed 0 and the monotonic clock.
@@ -153,7 +130,7 @@ func NewPair(cfg Config) (a, b *Endpoint) {
 		cfg.Capacity = DefaultCapacity
 	}
 	for _, f := range [...]Faults{cfg.AtoB, cfg.BtoA} {
-		if err := f.validate(); err != nil {
+		if err := f.Validate(); err != nil {
 			panic(err.Error())
 		}
 	}
@@ -243,7 +220,7 @@ func (e *Endpoint) Recv(bufs [][]byte, sizes []int) (int, error) {
 // the next Send on; frames already queued keep their fate. It panics on
 // invalid Faults.
 func (e *Endpoint) SetFaults(f Faults) {
-	if err := f.validate(); err != nil {
+	if err := f.Validate(); err != nil {
 		panic(err.Error())
 	}
 	e.tx.mu.Lock()

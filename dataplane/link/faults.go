@@ -1,4 +1,4 @@
-package faulty
+package link
 
 import (
 	"fmt"
@@ -7,7 +7,37 @@ import (
 	"time"
 )
 
-// ParseSpec parses Faults from a comma-separated list of key=value items,
+// Faults describe impairments applied to the frames a link transmits, by
+// the in-memory test link (memlink) and the debugging wrapper (faulty).
+// The zero value passes every frame through untouched.
+type Faults struct {
+	// Per-frame probabilities in [0, 1].
+	Loss, Duplicate, Reorder, Corrupt float64
+	// Delay is the latency added to every frame.
+	Delay time.Duration
+	// ReorderDelay bounds the uniform extra delay, in (0, ReorderDelay],
+	// of a frame chosen for reordering. With 0 such a frame is instead
+	// swapped behind the next frame sent.
+	ReorderDelay time.Duration
+}
+
+// Validate reports a probability outside [0, 1] or a negative delay.
+func (f Faults) Validate() error {
+	for _, p := range [...]struct {
+		name string
+		v    float64
+	}{{"Loss", f.Loss}, {"Duplicate", f.Duplicate}, {"Reorder", f.Reorder}, {"Corrupt", f.Corrupt}} {
+		if !(p.v >= 0 && p.v <= 1) { // also rejects NaN
+			return fmt.Errorf("link: %s probability %v outside [0, 1]", p.name, p.v)
+		}
+	}
+	if f.Delay < 0 || f.ReorderDelay < 0 {
+		return fmt.Errorf("link: negative delay (Delay %v, ReorderDelay %v)", f.Delay, f.ReorderDelay)
+	}
+	return nil
+}
+
+// ParseFaults parses Faults from a comma-separated list of key=value items,
 // for an environment variable or a command-line flag:
 //
 //	reorder=5%,delay=100us,reorderdelay=50us,loss=1%,dup=1%,corrupt=1%
@@ -16,7 +46,7 @@ import (
 // with a % sign or fractions in [0, 1] without; delays (delay,
 // reorderdelay) are Go durations. Keys are case-insensitive, each may
 // appear once, and one left out is zero. The empty string is no faults.
-func ParseSpec(s string) (Faults, error) {
+func ParseFaults(s string) (Faults, error) {
 	var f Faults
 	if strings.TrimSpace(s) == "" {
 		return f, nil
@@ -26,7 +56,7 @@ func ParseSpec(s string) (Faults, error) {
 		key, val, ok := strings.Cut(item, "=")
 		key, val = strings.ToLower(strings.TrimSpace(key)), strings.TrimSpace(val)
 		if !ok || key == "" || val == "" {
-			return Faults{}, fmt.Errorf("faulty: spec item %q is not key=value", strings.TrimSpace(item))
+			return Faults{}, fmt.Errorf("link: spec item %q is not key=value", strings.TrimSpace(item))
 		}
 		var err error
 		switch key {
@@ -44,13 +74,13 @@ func ParseSpec(s string) (Faults, error) {
 		case "reorderdelay":
 			f.ReorderDelay, err = parseDelay(val)
 		default:
-			return Faults{}, fmt.Errorf("faulty: spec key %q unknown (want loss, dup, reorder, corrupt, delay or reorderdelay)", key)
+			return Faults{}, fmt.Errorf("link: spec key %q unknown (want loss, dup, reorder, corrupt, delay or reorderdelay)", key)
 		}
 		if err != nil {
-			return Faults{}, fmt.Errorf("faulty: spec %s: %w", key, err)
+			return Faults{}, fmt.Errorf("link: spec %s: %w", key, err)
 		}
 		if seen[key] {
-			return Faults{}, fmt.Errorf("faulty: spec key %q given twice", key)
+			return Faults{}, fmt.Errorf("link: spec key %q given twice", key)
 		}
 		seen[key] = true
 	}
@@ -83,7 +113,7 @@ func parseDelay(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// String formats f as ParseSpec reads it, leaving out what is zero.
+// String formats f as ParseFaults reads it, leaving out what is zero.
 func (f Faults) String() string {
 	var b strings.Builder
 	item := func(k, v string) {
