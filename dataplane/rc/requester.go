@@ -411,11 +411,12 @@ const (
 	minProbeSlack = 50_000
 )
 
-// sendProbe resends the last packet sent, with AckReq, unless a go-back is
-// already under way: the responder answers it with an ACK if everything
-// arrived, or with a sequence NAK naming the first missing PSN.
+// sendProbe resends the last packet sent, with AckReq, once everything up
+// to it has gone out (not in the middle of a go-back): the responder
+// answers with an ACK if everything arrived, or with a sequence NAK naming
+// the first missing PSN.
 func (r *requester) sendProbe(q *QP, now int64, b *link.Batch) {
-	if !r.outstanding() || r.probed || r.retrying || r.sendPSN != r.highSent || b.Room() == 0 {
+	if !r.outstanding() || r.probed || r.sendPSN != r.highSent || b.Room() == 0 {
 		return
 	}
 	p := r.highSent.Sub(1)
@@ -456,6 +457,7 @@ func (r *requester) retry(q *QP, now int64) bool {
 	}
 	r.retries--
 	r.onLoss(true)
+	r.probed = false // a new flight: its tail may be probed again
 	r.rewind(r.compPSN)
 	r.armTimer(q, now)
 	return true
