@@ -507,37 +507,6 @@ func tcxEgress(t *testing.T, h *netnstest.Host) (n int) {
 	return n
 }
 
-// TestVLAN impairs RoCEv2 over a VLAN sub-interface from the lower device
-// (the kernel puts the tag in skb metadata, not in the frame, on veth).
-func TestVLAN(t *testing.T) {
-	p := netnstest.NewPair(t, netnstest.Options{})
-	for k, h := range []*netnstest.Host{p.A, p.B} {
-		for _, args := range [][]string{
-			{"link", "add", "link", "eth0", "name", "eth0.100", "type", "vlan", "id", "100"},
-			{"addr", "add", fmt.Sprintf("198.19.100.%d/24", k+1), "dev", "eth0.100"},
-			{"link", "set", "eth0.100", "up"},
-		} {
-			if out, err := h.Exec("ip", args...); err != nil {
-				if strings.Contains(out, "Unknown device type") {
-					// In-band tags are covered by TestRun.
-					t.Skip("this kernel has no 802.1Q (vlan) devices")
-				}
-				t.Fatalf("%v\n%s", err, out)
-			}
-		}
-	}
-	imp := attachIn(t, p.A, Egress, Config{DropPPM: PPM, UDPPort: RoCEv2Port})
-	attachIn(t, p.B, Ingress, Config{UDPPort: RoCEv2Port})
-	vp := &netnstest.Pair{A: &netnstest.Host{}, B: &netnstest.Host{}}
-	*vp.A, *vp.B = *p.A, *p.B
-	vp.A.Addr, vp.B.Addr = netip.MustParsePrefix("198.19.100.1/24"), netip.MustParsePrefix("198.19.100.2/24")
-	if r := blast(t, vp, 100, false, false, func() int { return 0 }); r.total != 0 {
-		t.Fatalf("received %d over the VLAN through 100 %% drop", r.total)
-	}
-	if c, err := imp.Counters(); err != nil || c.Dropped != 100 {
-		t.Fatalf("counters %+v, %v; want 100 dropped", c, err)
-	}
-}
 
 func TestParsePercent(t *testing.T) {
 	for in, want := range map[string]uint32{"5%": 50000, "20 %": 200000, "0.5%": 5000, "100": PPM, "0": 0, "0.0001%": 1, " 12.5% ": 125000} {
