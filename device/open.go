@@ -66,6 +66,13 @@ func Open(iface string, o OpenOptions) (d *Device, err error) {
 		return nil, fmt.Errorf("opening the classifier of %s: %w", iface, err)
 	}
 	closers = append(closers, cls.Close)
+	// We hold the device exclusively, so any QPN still steered to it was
+	// left by an owner that died without cleaning up: forget them.
+	if stale, err := cls.QPs(); err == nil {
+		for qpn := range stale {
+			_ = cls.DeleteQP(qpn)
+		}
+	}
 	queues := dev.RxQueues
 	if st.Queues > 0 && st.Queues < queues {
 		queues = st.Queues

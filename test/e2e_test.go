@@ -372,3 +372,26 @@ func TestPingPong(t *testing.T) {
 		t.Fatalf("pingpong: %q", out)
 	}
 }
+
+// TestCrashedOwner: a perf process killed with SIGKILL leaves its queues
+// and QPNs behind; the next process takes the device over and works.
+func TestCrashedOwner(t *testing.T) {
+	p := setup(t, netnstest.Options{}, false)
+	up(t, p.A, p.B)
+	srv := p.B.Command(sfBin, "perf", "write", "--iface", "eth0", "--timeout", "20s")
+	var serr bytes.Buffer
+	srv.Stderr = &serr
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(serr.String(), "waiting") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	srv.Process.Kill()
+	srv.Wait()
+	rs := perfPair(t, p, []string{"write"}, "write", "--size", "1024", "--iters", "500")
+	if len(rs) != 1 || rs[0]["iterations"].(float64) != 500 {
+		t.Fatalf("after a crashed owner: %+v", rs)
+	}
+}
