@@ -507,7 +507,6 @@ func tcxEgress(t *testing.T, h *netnstest.Host) (n int) {
 	return n
 }
 
-
 func TestParsePercent(t *testing.T) {
 	for in, want := range map[string]uint32{"5%": 50000, "20 %": 200000, "0.5%": 5000, "100": PPM, "0": 0, "0.0001%": 1, " 12.5% ": 125000} {
 		if got, err := ParsePercent(in); err != nil || got != want {
