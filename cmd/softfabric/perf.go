@@ -34,6 +34,7 @@ type perfOpts struct {
 	mtu      int
 	compare  bool
 	timeout  time.Duration
+	perftest string
 }
 
 func perfFlagSet(o *perfOpts) *flag.FlagSet {
@@ -49,6 +50,7 @@ func perfFlagSet(o *perfOpts) *flag.FlagSet {
 	fs.IntVar(&o.mtu, "mtu", 0, "path MTU: 256, 512, 1024, 2048 or 4096 (default: the largest the link allows)")
 	fs.BoolVar(&o.compare, "compare", false, "client: also run the raw AF_XDP and UDP socket baselines at the same size, in the same run")
 	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up after this long")
+	fs.StringVar(&o.perftest, "perftest", "", "client: run write, send or read against an unmodified perftest server (ib_write_bw, ib_send_bw, ib_read_bw) at this host, speaking perftest's exchange (--port defaults to perftest's 18515; --qps, and for send --size and --iters, must match the server's -q, -s, -n)")
 	return fs
 }
 
@@ -66,6 +68,17 @@ func cmdPerf(args []string, stdout, stderr io.Writer) error {
 	}
 	if len(pos) < 1 || len(pos) > 2 {
 		return usagef("perf needs an operation (write, read, send, atomic, udp, xdp) and, for the client, a server address")
+	}
+	if o.perftest != "" {
+		if len(pos) != 1 {
+			return usagef("--perftest names the server: give no other server address")
+		}
+		if pos[0] != "write" && pos[0] != "send" && pos[0] != "read" {
+			return usagef("--perftest runs write, send or read (ib_write_bw, ib_send_bw, ib_read_bw)")
+		}
+		if o.lat || o.compare {
+			return usagef("--perftest runs perftest's BW tests: no --lat or --compare")
+		}
 	}
 	op := pos[0]
 	if !slices.Contains(perf.Ops, op) && !slices.Contains(perf.Baselines, op) {
@@ -88,6 +101,9 @@ func cmdPerf(args []string, stdout, stderr io.Writer) error {
 	ctx, cancel := signalContext(o.timeout)
 	defer cancel()
 
+	if o.perftest != "" {
+		return runPerftest(ctx, d, op, o, stdout, stderr)
+	}
 	if len(pos) == 1 { // server
 		ln, err := net.Listen("tcp", ":"+strconv.Itoa(o.port))
 		if err != nil {
@@ -136,6 +152,29 @@ func cmdPerf(args []string, stdout, stderr io.Writer) error {
 	if len(rs) > 1 {
 		perf.PrintRatios(stdout, rs)
 	}
+	return nil
+}
+
+// runPerftest is the client of an unmodified perftest BW server.
+func runPerftest(ctx context.Context, d *device.Device, op string, o perfOpts, stdout, stderr io.Writer) error {
+	server := o.perftest
+	if _, _, err := net.SplitHostPort(server); err != nil {
+		server = net.JoinHostPort(server, strconv.Itoa(o.port))
+	}
+	cfg := perf.Config{Op: op, Size: o.size, Iters: o.iters, Duration: o.duration, QPs: o.qps, MTU: o.mtu}
+	run, err := perf.RunPerftest(ctx, d, server, cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "softfabric perf: perftest %s server at %s", run.ServerVersion, server)
+	for _, q := range run.Server {
+		fmt.Fprintf(stderr, ", QPN %#06x PSN %#06x GID %v out_reads %d", q.QPN, q.PSN, q.GID.Unmap(), q.OutReads)
+	}
+	fmt.Fprintln(stderr)
+	if o.json {
+		return perf.PrintJSON(stdout, []perf.Result{run.Result})
+	}
+	perf.Print(stdout, perf.Title(op, false), []perf.Result{run.Result})
 	return nil
 }
 
