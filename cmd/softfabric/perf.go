@@ -41,7 +41,7 @@ func perfFlagSet(o *perfOpts) *flag.FlagSet {
 	fs := flag.NewFlagSet("perf", flag.ContinueOnError)
 	fs.StringVar(&o.iface, "iface", "", "interface softfabric is up on (required)")
 	fs.IntVar(&o.size, "size", 65536, "message size in bytes (atomic: 8)")
-	fs.IntVar(&o.iters, "iters", 0, "messages (default 5000, 1000 with --lat)")
+	fs.IntVar(&o.iters, "iters", 0, "messages (default 5000, 1000 with --lat; with --perftest, perftest's: 5000 for write, 1000 for send and read)")
 	fs.DurationVar(&o.duration, "duration", 0, "run for this long instead of --iters")
 	fs.IntVar(&o.qps, "qps", 1, "queue pairs")
 	fs.BoolVar(&o.lat, "lat", false, "measure latency (one request in flight) instead of bandwidth")

@@ -37,15 +37,19 @@ type Stats struct {
 
 // Node is one end of a link with its queue pairs.
 type Node struct {
-	link  link.Link
-	qps   []QP // by QPN; nil where none
-	list  []QP // every attached queue pair, for the transmit pass
-	rx    [][]byte
-	sizes []int
-	views [][]byte // frames lent by a ZeroCopyReceiver
-	tx    *link.Batch
-	pkt   wire.Packet
-	stats Stats
+	link   link.Link
+	byQPN  []int32 // QPN → slot + 1; 0 where none
+	slots  []slot
+	free   []int32 // slots of detached queue pairs, for reuse
+	active []int32 // slots that may have packets to send
+	spare  []int32 // the other half of active, swapped each pass
+	timers timerHeap
+	rx     [][]byte
+	sizes  []int
+	views  [][]byte // frames lent by a ZeroCopyReceiver
+	tx     *link.Batch
+	pkt    wire.Packet
+	stats  Stats
 }
 
 // MaxQPN bounds the queue pair numbers a node accepts.
@@ -55,7 +59,7 @@ const MaxQPN = 1 << 16
 func New(l link.Link) *Node {
 	n := &Node{
 		link:  l,
-		qps:   make([]QP, MaxQPN),
+		byQPN: make([]int32, MaxQPN),
 		rx:    make([][]byte, link.IdealBatch),
 		sizes: make([]int, link.IdealBatch),
 		tx:    link.NewBatch(link.IdealBatch, l.MaxFrame()),
@@ -74,26 +78,41 @@ func (n *Node) Attach(q QP) error {
 	if qpn >= MaxQPN || qpn < 2 {
 		return fmt.Errorf("engine: QPN %d outside [2, %d)", qpn, MaxQPN)
 	}
-	if n.qps[qpn] != nil {
+	if n.byQPN[qpn] != 0 {
 		return errors.New("engine: QPN in use")
 	}
-	n.qps[qpn] = q
-	n.list = append(n.list, q)
+	var s int32
+	if k := len(n.free); k > 0 {
+		s, n.free = n.free[k-1], n.free[:k-1]
+		n.slots[s] = slot{q: q}
+	} else {
+		s = int32(len(n.slots))
+		n.slots = append(n.slots, slot{q: q})
+	}
+	n.byQPN[qpn] = s + 1
+	if nt, ok := q.(Notifier); ok {
+		nt.SetNotify(func() { n.activate(s) })
+	}
+	n.activate(s)
 	return nil
 }
 
 // Detach removes a queue pair.
 func (n *Node) Detach(q QP) {
 	qpn := q.QPN() & psn.Mask
-	if qpn < MaxQPN && n.qps[qpn] == q {
-		n.qps[qpn] = nil
+	if qpn >= MaxQPN || n.byQPN[qpn] == 0 || n.slots[n.byQPN[qpn]-1].q != q {
+		return
 	}
-	for i, x := range n.list {
-		if x == q {
-			n.list = append(n.list[:i], n.list[i+1:]...)
-			break
-		}
+	s := n.byQPN[qpn] - 1
+	n.byQPN[qpn] = 0
+	if nt, ok := q.(Notifier); ok {
+		nt.SetNotify(nil)
 	}
+	// Entries for the slot in the active list and the timer heap are
+	// skipped as stale; the slot is reused only after the active list has
+	// moved past it.
+	n.slots[s] = slot{}
+	n.free = append(n.free, s)
 }
 
 // Stats returns the counters.
@@ -138,22 +157,30 @@ func (n *Node) deliver(frame []byte, now int64) {
 		return
 	}
 	qpn := p.BTH().DestQP()
-	if qpn >= MaxQPN || n.qps[qpn] == nil {
+	if qpn >= MaxQPN || n.byQPN[qpn] == 0 {
 		n.stats.UnknownQP++
 		return
 	}
-	n.qps[qpn].Receive(p, now)
+	s := n.byQPN[qpn] - 1
+	n.slots[s].q.Receive(p, now)
+	n.activate(s) // it may have responses or a wider window now
 }
 
 func (n *Node) transmit(now int64) (int, error) {
+	n.expire(now)
 	total := 0
-	for _, q := range n.list {
-		for {
-			if !q.HasWork() {
-				if d := q.Deadline(); d == 0 || d > now {
-					break
-				}
-			}
+	// Walk the active list; queue pairs that still have work stay on it
+	// (in spare), the rest leave it.
+	work := n.active
+	n.active, n.spare = n.spare[:0], nil
+	for i, s := range work {
+		st := &n.slots[s]
+		if st.q == nil || !st.active {
+			continue // detached (and maybe reused: then it is on the list again)
+		}
+		q := st.q
+		// Transmit at least once: a due timer is work HasWork does not see.
+		for first := true; first || q.HasWork(); first = false {
 			before := n.tx.Len()
 			q.Transmit(now, n.tx)
 			if n.tx.Room() > 0 || n.tx.Len() == before {
@@ -162,10 +189,21 @@ func (n *Node) transmit(now int64) (int, error) {
 			sent, err := n.flush()
 			total += sent
 			if err != nil || sent == 0 {
+				// The link is full: keep this and the unvisited queue
+				// pairs active for the next pass.
+				n.active = append(n.active, work[i:]...)
+				n.spare = work[:0]
 				return total, err
 			}
 		}
+		n.rearm(s)
+		if q.HasWork() {
+			n.active = append(n.active, s)
+		} else {
+			st.active = false
+		}
 	}
+	n.spare = work[:0]
 	sent, err := n.flush()
 	return total + sent, err
 }
@@ -178,15 +216,4 @@ func (n *Node) flush() (int, error) {
 		n.stats.TxStalls++
 	}
 	return sent, err
-}
-
-// NextDeadline is the earliest timer of any queue pair, 0 if none runs.
-func (n *Node) NextDeadline() int64 {
-	var d int64
-	for _, q := range n.list {
-		if t := q.Deadline(); t != 0 && (d == 0 || t < d) {
-			d = t
-		}
-	}
-	return d
 }

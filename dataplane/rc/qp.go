@@ -56,8 +56,15 @@ type QP struct {
 	req  requester
 	resp responder
 
+	// notify, set by the engine, says the queue pair has new work.
+	notify func()
+
 	stats Stats
 }
+
+// SetNotify installs the function PostSend calls to tell the engine that
+// the queue pair has work (engine.Notifier).
+func (q *QP) SetNotify(f func()) { q.notify = f }
 
 // New returns a queue pair in the RESET state.
 func New(cfg Config) (*QP, error) {
@@ -197,7 +204,13 @@ func (q *QP) PostSend(wr *verbs.SendWR) error {
 	default:
 		return fmt.Errorf("rc: post send: %w (%v)", verbs.ErrBadState, q.attr.State)
 	}
-	return q.req.post(q, wr)
+	if err := q.req.post(q, wr); err != nil {
+		return err
+	}
+	if q.notify != nil {
+		q.notify()
+	}
+	return nil
 }
 
 // PostRecv queues a receive work request on the queue pair's receive queue.

@@ -62,8 +62,15 @@ type QP struct {
 	head, tail uint32
 	psn        psn.PSN
 
+	// notify, set by the engine, says the queue pair has new work.
+	notify func()
+
 	stats Stats
 }
+
+// SetNotify installs the function PostSend calls to tell the engine that
+// the queue pair has work (engine.Notifier).
+func (q *QP) SetNotify(f func()) { q.notify = f }
 
 // New returns a queue pair in the RESET state.
 func New(cfg Config) (*QP, error) {
@@ -167,6 +174,9 @@ func (q *QP) PostSend(wr *verbs.SendWR) error {
 	w.wr.Dest = &w.ah
 	w.length = uint32(length)
 	q.tail++
+	if q.notify != nil {
+		q.notify()
+	}
 	return nil
 }
 

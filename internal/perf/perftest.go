@@ -75,6 +75,15 @@ const (
 	ptOutReads = 16
 )
 
+// perftestIters is a perftest BW server's default -n: DEF_ITERS_WB (5000)
+// for ib_write_bw, DEF_ITERS (1000) for the others.
+func perftestIters(op string) int {
+	if op == "write" {
+		return 5000
+	}
+	return 1000
+}
+
 // ptDest is perftest's struct pingpong_dest as its key message carries it.
 type ptDest struct {
 	LID      uint32
@@ -264,7 +273,9 @@ type PerftestQP struct {
 // (host or host:port, default port 18515). The server's parameters must
 // agree with cfg where perftest does not exchange them: -q (QPs), and for
 // send -s (at least cfg.Size) and -n (exactly cfg.Iters); write and read
-// need cfg.Size no larger than the server's -s. Connection type RC only,
+// need cfg.Size no larger than the server's -s. Zero Size and Iters take
+// perftest's defaults: 65536 bytes, 5000 iterations for write and 1000 for
+// send and read. Connection type RC only,
 // one size per run (not -a), no --report-per-port on the server.
 func RunPerftest(ctx context.Context, d *device.Device, server string, cfg Config) (PerftestRun, error) {
 	var run PerftestRun
@@ -281,6 +292,9 @@ func RunPerftest(ctx context.Context, d *device.Device, server string, cfg Confi
 	}
 	if cfg.Size == 0 {
 		cfg.Size = 65536 // DEF_SIZE_BW
+	}
+	if cfg.Iters == 0 {
+		cfg.Iters = perftestIters(cfg.Op)
 	}
 	if err := cfg.check(); err != nil {
 		return run, err
