@@ -9,6 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/softfabric/softfabric/bpf"
@@ -87,18 +90,22 @@ func deviceStatus(iface string) (*Status, error) {
 	return s, nil
 }
 
-// ownerPID is the pid of the process holding the device, 0 if none.
+// ownerPID is the pid of the process holding the device, 0 if none. It
+// reads the pid the owner wrote into its lock file rather than probing the
+// lock, so that a status never makes a starting owner see "device busy".
 func ownerPID(runDir string) int {
-	l, err := ctrl.LockDevice(runDir)
-	if err == nil {
-		_ = l.Unlock()
+	b, err := os.ReadFile(filepath.Join(runDir, "owner.lock"))
+	if err != nil {
 		return 0
 	}
-	var busy *ctrl.BusyError
-	if errors.As(err, &busy) {
-		return busy.PID
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0
 	}
-	return 0
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return 0 // gone without cleaning up; the lock died with it
+	}
+	return pid
 }
 
 // upInterfaces lists the interfaces of this namespace that are up.
