@@ -29,7 +29,8 @@ Commands:
   perf OP [flags] --iface IFACE [SERVER]    bandwidth/latency test: OP is write, read, send, atomic,
                                             or a baseline: udp (UDP socket), xdp (raw AF_XDP);
                                             server without SERVER, client with it
-  pingpong [flags] --iface IFACE [SERVER]   RC SEND ping-pong, like ibv_rc_pingpong
+  pingpong [flags] --iface IFACE [SERVER]   ping-pong like ibv_rc_pingpong; --ud: ibv_ud_pingpong,
+                                            --srq [-q N]: ibv_srq_pingpong
   version                                   print the version
   help [COMMAND]                            print this help, or a command's flags
 

@@ -192,36 +192,57 @@ type ppOpts struct {
 	mtu   int
 	port  int
 	gid   int
+	ud    bool
+	srq   bool
+	qps   int
 }
 
 func ppFlagSet(o *ppOpts) *flag.FlagSet {
 	fs := flag.NewFlagSet("pingpong", flag.ContinueOnError)
 	fs.StringVar(&o.iface, "iface", "", "interface softfabric is up on (required)")
-	fs.IntVar(&o.size, "s", 4096, "message size")
-	fs.IntVar(&o.iters, "n", 1000, "iterations")
-	fs.IntVar(&o.mtu, "m", 1024, "path MTU")
+	fs.BoolVar(&o.ud, "ud", false, "speak ibv_ud_pingpong: one UD QP, Q_Key 0x11111111, the message within the port's MTU")
+	fs.BoolVar(&o.srq, "srq", false, "speak ibv_srq_pingpong: -q RC QPs sharing one SRQ (both ends must run the same -q)")
+	fs.IntVar(&o.size, "s", 0, "message size (default 4096; --ud: 1024, as ibv_ud_pingpong)")
+	fs.IntVar(&o.iters, "n", 1000, "iterations (--srq: over all QPs together, as ibv_srq_pingpong counts them)")
+	fs.IntVar(&o.mtu, "m", 0, "path MTU: 256, 512, 1024, 2048 or 4096 (default 1024; --ud: the port's active MTU, which -m can only lower)")
+	fs.IntVar(&o.qps, "q", 16, "--srq: queue pairs, 1 to 255")
 	fs.IntVar(&o.port, "p", perf.DefaultPort, "TCP port of the exchange")
-	fs.IntVar(&o.gid, "g", -1, "GID index (accepted for ibv_rc_pingpong compatibility; the GID follows the address the exchange uses)")
+	fs.IntVar(&o.gid, "g", -1, "GID index (accepted for rdma-core compatibility; the GID follows the address the exchange uses)")
 	return fs
 }
 
 func cmdPingPong(args []string, stdout, stderr io.Writer) error {
 	var o ppOpts
-	pos, err := parse(ppFlagSet(&o), args)
+	fs := ppFlagSet(&o)
+	pos, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if len(pos) > 1 {
 		return usagef("pingpong takes at most one server address")
 	}
 	if o.iface == "" {
 		return usagef("--iface is required")
 	}
-	if o.size < 1 || o.iters < 1 || o.port <= 0 || o.port > 65535 {
+	if o.ud && o.srq {
+		return usagef("--ud and --srq: choose one")
+	}
+	if set["q"] && !o.srq {
+		return usagef("-q is for --srq")
+	}
+	if set["s"] && o.size < 1 || o.iters < 1 || o.port <= 0 || o.port > 65535 {
 		return usagef("-s, -n and -p must be positive")
 	}
-	if o.mtu != 256 && o.mtu != 512 && o.mtu != 1024 && o.mtu != 2048 && o.mtu != 4096 {
+	if set["m"] && o.mtu != 256 && o.mtu != 512 && o.mtu != 1024 && o.mtu != 2048 && o.mtu != 4096 {
 		return usagef("-m %d: want 256, 512, 1024, 2048 or 4096", o.mtu)
+	}
+	if o.srq && (o.qps < 1 || o.qps > perf.SRQMaxQPs) {
+		return usagef("-q %d: want 1 to %d", o.qps, perf.SRQMaxQPs)
+	}
+	if o.ud && o.size > 4096 {
+		return usagef("-s %d: a UD message fits one packet, at most 4096 bytes", o.size)
 	}
 	d, err := openDevice(o.iface)
 	if err != nil {
@@ -230,7 +251,24 @@ func cmdPingPong(args []string, stdout, stderr io.Writer) error {
 	defer d.Close()
 	ctx, cancel := signalContext(2 * time.Minute)
 	defer cancel()
-	pp := perf.PingPong{Size: o.size, Iters: o.iters, MTU: o.mtu, WireGID: ctrl.WireGID, ParseWireGID: ctrl.ParseWireGID}
+
+	// Each mode's Serve and Run; zero sizes and MTUs take the tool's
+	// defaults.
+	var (
+		serve func(context.Context, *device.Device, net.Listener) (perf.PingPongResult, error)
+		run   func(context.Context, *device.Device, string) (perf.PingPongResult, error)
+	)
+	switch {
+	case o.ud:
+		pp := &perf.UDPingPong{Size: o.size, Iters: o.iters, MTU: o.mtu, WireGID: ctrl.WireGID, ParseWireGID: ctrl.ParseWireGID}
+		serve, run = pp.Serve, pp.Run
+	case o.srq:
+		pp := &perf.SRQPingPong{Size: o.size, Iters: o.iters, MTU: o.mtu, QPs: o.qps, WireGID: ctrl.WireGID, ParseWireGID: ctrl.ParseWireGID}
+		serve, run = pp.Serve, pp.Run
+	default:
+		pp := &perf.PingPong{Size: o.size, Iters: o.iters, MTU: o.mtu, WireGID: ctrl.WireGID, ParseWireGID: ctrl.ParseWireGID}
+		serve, run = pp.Serve, pp.Run
+	}
 	var r perf.PingPongResult
 	if len(pos) == 0 {
 		ln, err := net.Listen("tcp", ":"+strconv.Itoa(o.port))
@@ -239,7 +277,7 @@ func cmdPingPong(args []string, stdout, stderr io.Writer) error {
 		}
 		defer ln.Close()
 		fmt.Fprintf(stderr, "softfabric pingpong: waiting for a client on port %d (%s)\n", o.port, o.iface)
-		r, err = pp.Serve(ctx, d, ln)
+		r, err = serve(ctx, d, ln)
 		if err != nil {
 			return err
 		}
@@ -248,11 +286,15 @@ func cmdPingPong(args []string, stdout, stderr io.Writer) error {
 		if _, _, err := net.SplitHostPort(server); err != nil {
 			server = net.JoinHostPort(server, strconv.Itoa(o.port))
 		}
-		r, err = pp.Run(ctx, d, server)
+		r, err = run(ctx, d, server)
 		if err != nil {
 			return err
 		}
 	}
+	// The tools print their addresses on stdout before the test; we keep
+	// stdout to the result lines, as for the RC test, and give the
+	// addresses on stderr.
+	fmt.Fprint(stderr, r.AddressLines())
 	fmt.Fprint(stdout, r)
 	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/softfabric/softfabric/dataplane/mr"
@@ -35,6 +34,11 @@ type PingPongResult struct {
 	Bytes   int64         // size × iters × 2, as ibv_rc_pingpong counts
 	Iters   int           //
 	Elapsed time.Duration //
+	// Mode is "ud" or "srq" for UDPingPong and SRQPingPong, "" for
+	// PingPong. Local and Remote are their queue pairs' addresses as
+	// exchanged (see AddressLines); PingPong leaves them empty.
+	Mode          string
+	Local, Remote []PPAddr
 }
 
 // String prints the result the way ibv_rc_pingpong does.
@@ -45,7 +49,7 @@ func (r PingPongResult) String() string {
 }
 
 // The exchange is ibv_rc_pingpong's: the client writes
-// "LID:QPN:PSN:GID" ("%04x:%06x:%06x:%s", NUL-padded to 53 bytes), the
+// "LID:QPN:PSN:GID" ("%04x:%06x:%06x:%s", 52 bytes with the NUL), the
 // server answers with its own, and the client confirms with "done".
 const ppMsgSize = len("0000:000000:000000:00000000000000000000000000000000") + 1
 
@@ -62,24 +66,15 @@ func (pp *PingPong) defaults() {
 }
 
 func (pp *PingPong) encode(qpn, p uint32, gid netip.Addr) []byte {
-	msg := make([]byte, ppMsgSize)
-	copy(msg, fmt.Sprintf("%04x:%06x:%06x:%s", 0, qpn, p, pp.WireGID(gid)))
-	return msg
+	return encodePPAddr(pp.WireGID, PPAddr{QPN: qpn, PSN: p, GID: gid})
 }
 
 func (pp *PingPong) decode(msg []byte) (device.Remote, error) {
-	s := strings.TrimRight(string(msg), "\x00")
-	f := strings.Split(s, ":")
-	if len(f) != 4 {
-		return device.Remote{}, fmt.Errorf("pingpong exchange: bad message %q", s)
+	a, err := decodePPAddr(pp.ParseWireGID, msg)
+	if err != nil {
+		return device.Remote{}, err
 	}
-	qpn, err1 := strconv.ParseUint(f[1], 16, 24)
-	p, err2 := strconv.ParseUint(f[2], 16, 24)
-	gid, err3 := pp.ParseWireGID(f[3])
-	if err1 != nil || err2 != nil || err3 != nil {
-		return device.Remote{}, fmt.Errorf("pingpong exchange: bad message %q", s)
-	}
-	return device.Remote{QPN: uint32(qpn), PSN: uint32(p), GID: gid}, nil
+	return device.Remote{QPN: a.QPN, PSN: a.PSN, GID: a.GID}, nil
 }
 
 type ppEnd struct {
