@@ -14,7 +14,7 @@ TEST_TIMEOUT ?= 10m
 RACE_PKGS ?= ./dataplane/link/... ./dataplane/verbs/... ./dataplane/mr/...
 FUZZTIME ?= 20s
 
-.PHONY: all build demo demo-transport bench-e2e test lint bench fuzz soak clean generate check-generate
+.PHONY: all build demo demo-transport bench-e2e interop test lint bench fuzz soak clean generate check-generate
 
 all: build
 
@@ -36,6 +36,12 @@ demo-transport:
 # (root); appends to BENCHMARKS.md.
 bench-e2e: build
 	bash scripts/bench-e2e.sh
+
+# softfabric against Linux Soft-RoCE (rxe) in a QEMU guest: ibv_rc_pingpong both ways and
+# perftest's ib_write_bw/ib_send_bw/ib_read_bw servers, clean and with 5 % loss; a PASS/FAIL
+# table, logs under $LAB_BUILD (default /tmp/rxelab). Root; not part of `test`.
+interop: build
+	bash test/interop/run.sh
 
 test: lint check-generate
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...

@@ -1,0 +1,153 @@
+#!/bin/bash
+# make interop: softfabric against Linux Soft-RoCE (rxe) in the lab guest, both ways, clean and
+# with 5 % loss. Needs root. Brings the guest up (up.sh; builds it when $LAB_BUILD has no rootfs),
+# runs softfabric in netns rxehost on rxetap0, prints a PASS/FAIL table and takes everything down.
+# Env: LAB_BUILD (default /tmp/rxelab), ONLY (regexp of case names to run), KEEP_UP=1 (leave the
+# guest and softfabric up afterwards), NETEM / SFFAULTS (the faults of the -loss5 rows, each
+# direction; empty: none), sizes: PP_N, PP_LOSS_N, BW_SIZE, BW_N, BW_LOSS_N.
+set -uo pipefail
+D=$(cd "$(dirname "$0")" && pwd); ROOT=$(cd "$D/../.." && pwd)
+export LAB_BUILD=${LAB_BUILD:-/tmp/rxelab}
+B=$LAB_BUILD${FLAVOR:+/$FLAVOR}; NS=rxehost; TAP=rxetap0; GIP=198.18.1.2; HIP=198.18.1.1
+SF=${SOFTFABRIC:-$ROOT/bin/softfabric}
+PP_N=${PP_N:-1000} PP_LOSS_N=${PP_LOSS_N:-200}
+BW_SIZE=${BW_SIZE:-65536} BW_N=${BW_N:-200} BW_LOSS_N=${BW_LOSS_N:-100}
+# Faults: netem in the guest on what rxe sends, faulty (SOFTFABRIC_DEBUG_LINK_FAULTS) on what
+# softfabric sends (AF_XDP transmit bypasses tc, and this host kernel has no netem).
+# Either set empty turns that direction's faults off.
+NETEM=${NETEM-loss 5% duplicate 2% delay 1ms reorder 5%}
+SFFAULTS=${SFFAULTS-loss=5%,dup=2%,reorder=5%,reorderdelay=1ms}
+source "$D/job.sh"
+
+[ "$(id -u)" = 0 ] || { echo "interop: needs root (netns, tap, XDP, qemu)"; exit 1; }
+RUN=$B/interop/$(date -u +%Y%m%dT%H%M%SZ); mkdir -p "$RUN"
+HOSTPIDS=()
+cleanup() {
+  local p; for p in "${HOSTPIDS[@]}"; do kill "$p" 2>/dev/null; done
+  if [ -z "${KEEP_UP:-}" ]; then
+    ip netns exec $NS "$SF" down $TAP >> "$RUN/down.log" 2>&1
+    [ -d "$B/share-interop" ] && cp -a "$B/share-interop/out" "$B/share-interop/jobs" "$RUN/guest/" 2>/dev/null
+    "$D/down.sh" >> "$RUN/down.log" 2>&1
+  else
+    [ -d "$B/share-interop" ] && cp -a "$B/share-interop/out" "$B/share-interop/jobs" "$RUN/guest/" 2>/dev/null
+  fi
+  echo "logs: $RUN (host side: *.host, guest side: guest/jobs/*.out, guest console: $B/console-interop.log)"
+}
+trap cleanup EXIT
+trap 'echo "interop: interrupted"; exit 130' INT TERM
+mkdir -p "$RUN/guest"
+
+[ -x "$SF" ] || make -C "$ROOT" build || exit 1
+mkdir -p /run/softfabric/bpf
+mountpoint -q /run/softfabric/bpf || mount -t bpf bpf /run/softfabric/bpf || exit 1
+echo "== guest up (LAB_BUILD=$LAB_BUILD)"
+"$D/up.sh" 2>&1 | tee "$RUN/up.log" | tail -4; [ "${PIPESTATUS[0]}" = 0 ] || { echo "interop: guest did not come up"; exit 1; }
+echo "== softfabric up $TAP (netns $NS)"
+ip netns exec $NS "$SF" up $TAP 2>&1 | tee "$RUN/sf-up.log" || { echo "interop: softfabric up failed"; exit 1; }
+
+sfx() { ip netns exec $NS "$SF" "$@"; }
+# hostrun LOG SECONDS CMD...: a host command, bounded; run in the background and waited for so
+# that Ctrl-C reaches the trap at once (timeout(1) puts its child in a process group of its own).
+hostrun() { local log=$1 t=$2; shift 2; timeout -k 5 "$t" "$@" > "$log" 2>&1 & local p=$!; HOSTPIDS+=($p); wait $p; }
+ROWS=(); FAILED=0
+row() { # NAME RESULT FIGURE NOTE
+  ROWS+=("$(printf '%-25s %-5s %-18s %s' "$1" "$2" "$3" "$4")")
+  printf '   %-5s %-18s %s\n' "$2" "$3" "$4"; [ "$2" = PASS ] || FAILED=1; }
+tails() { # HOSTLOG GUESTJOB: last lines of both sides, one line
+  { echo "host: $(tail -n 3 "$1" 2>/dev/null | tr '\n' ' ')"; echo "| guest: $(tail -n 3 "$(gout "$2")" 2>/dev/null | tr '\n' ' ')"; } | tr -s ' ' | tr '\n' ' '; }
+stats() { sfx stats $TAP 2>/dev/null | awk '{print $1, $2}'; }
+rxestats() { # guest's rxe counters, as "name value" lines
+  gjob rxestat-$1 20 'rdma statistic show link rxe0/1 | tr " " "\n" | grep . | tail -n +3 | paste -d " " - -'
+  gwait rxestat-$1 30 && cat "$(gout rxestat-$1)"; }
+delta() { # BEFORE AFTER PATTERN -> "name+N ..." for counters matching PATTERN that grew
+  join <(sort "$1") <(sort "$2") | awk -v p="$3" '$1 ~ p && $3 > $2 { printf "%s+%d ", $1, $3 - $2 }'; }
+want() { [ -z "${ONLY:-}" ] || [[ $1 =~ $ONLY ]]; }
+impair() { # on|off: netem on the guest's eth0
+  [ -n "$NETEM" ] || return 0
+  if [ "$1" = on ]; then gjob netem 20 "tc qdisc replace dev eth0 root netem $NETEM && tc qdisc show dev eth0"
+  else gjob netem 20 "tc qdisc del dev eth0 root 2>/dev/null; tc qdisc show dev eth0"; fi
+  gwait netem 30 || { echo "netem $1 failed: $(cat "$(gout netem)")"; return 1; }; }
+
+# case NAME KIND LOSS ...: run one row.
+#   pp-sf-client   softfabric pingpong -> guest ibv_rc_pingpong server
+#   pp-rxe-client  guest ibv_rc_pingpong -> softfabric pingpong server
+#   bw OP PORT     softfabric perf OP --perftest -> guest ib_OP_bw server
+runcase() {
+  local name=$1 kind=$2 loss=$3 op=${4:-} port=${5:-}
+  local h=$RUN/$name.host env=() n fig="" rc grc note="" s1 r1 gt=150
+  [ "$loss" = yes ] && gt=60
+  [ "$loss" = yes ] && [ -n "$SFFAULTS" ] && env=(env SOFTFABRIC_DEBUG_LINK_FAULTS=$SFFAULTS)
+  stats > "$RUN/$name.stats0"; rxestats $name-0 > "$RUN/$name.rxe0"
+  if [ "$loss" = yes ]; then impair on || { RES=FAIL FIG=- NOTE="could not set netem"; return; }; fi
+  case $kind in
+  pp-sf-client)
+    n=$PP_N; [ "$loss" = yes ] && n=$PP_LOSS_N
+    gjob "$name" $gt "stdbuf -oL ibv_rc_pingpong -d \$DEV -g \$G -p 18515 -n $n & listening 18515; wait \$!"
+    if ! gready "$name" 30; then RES=FAIL FIG=- NOTE="guest server not listening: $(tails /dev/null "$name")"; impair off; return; fi
+    hostrun "$h" $((gt - 10)) ip netns exec $NS "${env[@]}" "$SF" pingpong --iface $TAP -n $n $GIP; rc=$?
+    gwait "$name" 30; grc=$?
+    fig=$(awk '/usec\/iter/ {print $(NF-1) " usec/iter"}' "$h") ;;
+  pp-rxe-client)
+    n=$PP_N; [ "$loss" = yes ] && n=$PP_LOSS_N
+    timeout -k 5 $((gt + 10)) ip netns exec $NS "${env[@]}" "$SF" pingpong --iface $TAP -n $n > "$h" 2>&1 & local hp=$!; HOSTPIDS+=($hp)
+    for i in $(seq 1 100); do [ -n "$(ip netns exec $NS ss -Hltn 'sport = :18515')" ] && break; sleep 0.1; done
+    gjob "$name" $gt "stdbuf -oL ibv_rc_pingpong -d \$DEV -g \$G -p 18515 -n $n $HIP"
+    gwait "$name" $((gt + 20)); grc=$?
+    wait $hp; rc=$?
+    fig=$(awk '/usec\/iter/ {print $(NF-1) " usec/iter"}' "$(gout "$name")") ;;
+  bw)
+    n=$BW_N; [ "$loss" = yes ] && n=$BW_LOSS_N
+    gjob "$name" $gt "stdbuf -oL ib_${op}_bw -F -d \$DEV -x \$G -p $port -s $BW_SIZE -n $n & listening $port; wait \$!"
+    if ! gready "$name" 30; then RES=FAIL FIG=- NOTE="guest server not listening: $(tails /dev/null "$name")"; impair off; return; fi
+    hostrun "$h" $((gt - 10)) ip netns exec $NS "${env[@]}" "$SF" perf $op --iface $TAP --perftest $GIP --port $port \
+      --size $BW_SIZE --iters $n --timeout $((gt - 20))s; rc=$?
+    gwait "$name" 30; grc=$?
+    fig=$(awk '/^ *#bytes/ {getline; print $6 " MB/s"}' "$h")
+    local gfig; gfig=$(awk '/BW average/ {getline; print $4}' "$(gout "$name")")
+    [ -n "$gfig" ] && note="rxe: $gfig MiB/s; "
+    note+=$(grep -o 'transport: .*' "$h" | sed 's/transport: //') ;;
+  esac
+  [ "$loss" = yes ] && impair off
+  stats > "$RUN/$name.stats1"; rxestats $name-1 > "$RUN/$name.rxe1"
+  s1=$(delta "$RUN/$name.stats0" "$RUN/$name.stats1" '^dropped'); r1=$(delta "$RUN/$name.rxe0" "$RUN/$name.rxe1" 'err|duplicate|out_of_seq')
+  [ -n "$s1" ] && note+=" sf drops: $s1"; [ -n "$r1" ] && note+=" rxe: $r1"
+  if [ "$rc" = 0 ] && [ "$grc" = 0 ] && [ -n "$fig" ]; then RES=PASS FIG=$fig NOTE="n=$n $note"
+  else RES=FAIL FIG=${fig:--} NOTE="softfabric rc=$rc, rxe rc=$grc (124: timed out); $(tails "$h" "$name")${s1:+ | sf drops: $s1}${r1:+ | rxe: $r1}"; fi
+}
+
+# onecase NAME ...: runcase, and for the pingpong rows with loss one more attempt after a failure:
+# ibv_rc_pingpong has no handshake after its loop, so when the last ACK is lost the side that sent
+# last never completes (rxe with retry_cnt 7 retries forever), whoever the peers are. perftest
+# closes with a handshake after all completions: its rows get no second chance.
+onecase() {
+  local name=$1 first=""
+  want "$name" || return 0
+  echo "== $name"
+  runcase "$@"
+  if [ "$RES" = FAIL ] && [ "$3" = yes ] && [ "$2" != bw ]; then
+    first=$NOTE; mv "$RUN/$name.host" "$RUN/$name.try1.host" 2>/dev/null
+    cp "$(gout "$name")" "$RUN/guest-$name.try1.out" 2>/dev/null
+    echo "   attempt 1 FAIL: $first"; echo "   retrying"
+    runcase "$@"; NOTE+=" [attempt 1 failed: ${first:0:160}]"
+  fi
+  row "$name" "$RES" "$FIG" "$NOTE"
+}
+
+for loss in no yes; do
+  suf=""; [ $loss = yes ] && suf=-loss5
+  onecase pingpong-sf-to-rxe$suf  pp-sf-client  $loss
+  onecase pingpong-rxe-to-sf$suf  pp-rxe-client $loss
+  onecase write-sf-to-rxe$suf     bw $loss write 18516
+  onecase send-sf-to-rxe$suf      bw $loss send  18517
+  onecase read-sf-to-rxe$suf      bw $loss read  18518
+done
+
+sfx stats $TAP > "$RUN/stats.final" 2>&1
+gjob dmesg 20 'dmesg | grep -iE "rxe|rdma|infiniband" | tail -30'; gwait dmesg 30; cp "$(gout dmesg)" "$RUN/guest-dmesg.txt" 2>/dev/null
+echo
+echo "== softfabric interop with Linux rxe ($(awk '{print $1, $3}' "$B/share-interop/out/versions.txt" 2>/dev/null | head -1); ${BW_SIZE} B messages for BW)"
+printf '%-25s %-5s %-18s %s\n' case result figure notes
+for r in "${ROWS[@]}"; do echo "$r"; done
+echo "softfabric stats $TAP (whole run):"; sed 's/^/  /' "$RUN/stats.final"
+[ $FAILED = 0 ] && echo "interop: all passed" || echo "interop: FAILED"
+exit $FAILED
