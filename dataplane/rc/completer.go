@@ -110,7 +110,7 @@ func (r *requester) progress(q *QP, moved bool, now int64) {
 	}
 	r.lastComp = r.compPSN
 	if r.rttOn && r.rttPSN.Before(r.compPSN) {
-		sample := now - r.rttSent
+		sample := max(now-r.rttSent, 1) // 0 means "no estimate yet"
 		if r.srtt == 0 {
 			r.srtt = sample
 		} else {

@@ -329,3 +329,53 @@ func TestFlushOnError(t *testing.T) {
 		t.Fatalf("post in ERR: %+v", c)
 	}
 }
+
+// TestReadProbeAsksFromFirstMissing: when the tail of a read response is
+// lost, the tail-loss probe re-requests the read from the first missing
+// packet (RETH advanced by what was placed), never just the last packet:
+// Linux rxe keeps the address of a repeated read request as the lowest it
+// will serve again, so a last-packet probe would make it refuse the
+// go-back that follows.
+func TestReadProbeAsksFromFirstMissing(t *testing.T) {
+	f := newFixture(t, memlink.Config{}, transporttest.RCOptions{MTU: 1024})
+	// Lose read responses 3..8 of 8 once (the tail).
+	responses := 0
+	f.p.B.Filter.Func = func(p *wire.Packet) transporttest.Verdict {
+		if p.Info.Mask&wire.MaskReadResponse != 0 {
+			responses++
+			if responses >= 3 && responses <= 8 {
+				return transporttest.Drop
+			}
+		}
+		return transporttest.Pass
+	}
+	var requests []uint64
+	f.p.A.Filter.Func = func(p *wire.Packet) transporttest.Verdict {
+		if p.Opcode == wire.RCReadRequest {
+			requests = append(requests, p.RETH().VA())
+		}
+		return transporttest.Pass
+	}
+	// Warm the RTT estimate so the probe runs.
+	f.postSend(verbs.SendWR{ID: 1, Op: verbs.OpWrite, SGL: sge(f.ma, 0, 8), RemoteAddr: f.mb.Addr(), RKey: f.mb.RKey()})
+	f.wait(f.p.A.SendCQ, 1)
+	fill(f.mb.Bytes()[:8192], 6)
+	f.postSend(verbs.SendWR{ID: 2, Op: verbs.OpRead, SGL: sge(f.ma, 0, 8192), RemoteAddr: f.mb.Addr(), RKey: f.mb.RKey()})
+	if c := f.wait(f.p.A.SendCQ, 1)[0]; c.Status != verbs.Success {
+		t.Fatalf("read: %+v", c)
+	}
+	if !bytes.Equal(f.ma.Bytes()[:8192], f.mb.Bytes()[:8192]) {
+		t.Fatal("data differs")
+	}
+	if len(requests) < 2 {
+		t.Fatalf("read requests %v: no retry", requests)
+	}
+	for i, va := range requests[1:] {
+		if want := f.mb.Addr() + 2*1024; va != want {
+			t.Fatalf("retry %d asked from %#x, want the first missing packet at %#x (all: %#x)", i+1, va, want, requests)
+		}
+	}
+	if f.qa.Stats().Probes == 0 {
+		t.Fatalf("no probe: %+v", f.qa.Stats())
+	}
+}

@@ -426,6 +426,17 @@ func (r *requester) sendProbe(q *QP, now int64, b *link.Batch) {
 			return
 		}
 		if w.contains(p) {
+			if w.wr.Op == verbs.OpRead {
+				// Ask again for the whole unanswered part of the read, not
+				// for its last packet alone: a responder may take the
+				// address of a repeated read request as the new lowest it
+				// accepts (Linux rxe resets its saved start to it), and
+				// would then refuse the go-back that follows.
+				p = w.first
+				if r.compPSN.InWindow(w.first, w.npkts) {
+					p = r.compPSN
+				}
+			}
 			cur, sendPSN := r.cur, r.sendPSN
 			r.cur, r.sendPSN = i, p
 			r.forceAck = true
