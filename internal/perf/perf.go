@@ -517,7 +517,7 @@ func (s *session) run(ctx context.Context, cfg Config, peers []qpInfo) (Result, 
 		now := time.Now()
 		for _, e := range s.cs[:n] {
 			if e.Status != verbs.Success {
-				return Result{}, fmt.Errorf("%s completed with %v after %d requests", cfg.Op, e.Status, completed)
+				return Result{}, fmt.Errorf("%s completed with %v after %d requests (QP %d: %s)", cfg.Op, e.Status, completed, e.QPN, s.qpStats(e.QPN))
 			}
 			i := qpIndex[e.QPN]
 			completed += pendingBursts[i][0]
@@ -583,3 +583,15 @@ func (s *session) run(ctx context.Context, cfg Config, peers []qpInfo) (Result, 
 }
 
 func slicesSort(d []time.Duration) { slices.Sort(d) }
+
+// qpStats describes a queue pair's counters, for failure messages.
+func (s *session) qpStats(qpn uint32) string {
+	for _, q := range s.qps {
+		if q.QPN() == qpn {
+			st := q.Stats()
+			return fmt.Sprintf("tx %d rx %d retransmits %d timeouts %d probes %d seq NAKs %d dup responses %d dropped %d",
+				st.TxPackets, st.RxPackets, st.Retransmits, st.Timeouts, st.Probes, st.SeqNAKsRcvd, st.DupResponses, st.Dropped)
+		}
+	}
+	return "unknown"
+}
