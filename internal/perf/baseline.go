@@ -39,12 +39,7 @@ func (cfg *Config) checkBaseline() error {
 	if cfg.Size < 1 {
 		return fmt.Errorf("%s baseline: size must be at least 1 byte", cfg.Op)
 	}
-	if cfg.Iters == 0 {
-		cfg.Iters = 5000
-		if cfg.Lat {
-			cfg.Iters = 1000
-		}
-	}
+	cfg.defaultIters()
 	return nil
 }
 

@@ -87,12 +87,7 @@ func (c *Config) check() error {
 	if c.QPs < 0 || c.QPs > 64 {
 		return fmt.Errorf("qps %d outside 1..64", c.QPs)
 	}
-	if c.Iters == 0 {
-		c.Iters = 5000
-		if c.Lat {
-			c.Iters = 1000
-		}
-	}
+	c.defaultIters()
 	if c.Iters < 0 {
 		return fmt.Errorf("iterations %d is negative", c.Iters)
 	}
@@ -594,4 +589,15 @@ func (s *session) qpStats(qpn uint32) string {
 		}
 	}
 	return "unknown"
+}
+
+// defaultIters sets perftest's default iteration counts when none is
+// given: 5000 for bandwidth, 1000 for latency.
+func (c *Config) defaultIters() {
+	if c.Iters == 0 {
+		c.Iters = 5000
+		if c.Lat {
+			c.Iters = 1000
+		}
+	}
 }
