@@ -545,17 +545,7 @@ func (s *session) run(ctx context.Context, cfg Config, peers []qpInfo) (Result, 
 		r.SeqNAKs += st.SeqNAKsRcvd
 	}
 	if cfg.Lat {
-		slicesSort(lats)
-		var sum time.Duration
-		for _, l := range lats {
-			sum += l
-		}
-		us := func(d time.Duration) float64 { return float64(d) / 1e3 }
-		r.LatMinUs = us(lats[0])
-		r.LatMedianUs = us(lats[len(lats)/2])
-		r.LatP99Us = us(lats[min(len(lats)-1, len(lats)*99/100)])
-		r.LatMaxUs = us(lats[len(lats)-1])
-		r.LatAvgUs = us(sum / time.Duration(len(lats)))
+		fillLatency(&r, lats)
 		return r, nil
 	}
 	bytes := float64(completed) * float64(cfg.Size)
@@ -576,8 +566,6 @@ func (s *session) run(ctx context.Context, cfg Config, peers []qpInfo) (Result, 
 	}
 	return r, nil
 }
-
-func slicesSort(d []time.Duration) { slices.Sort(d) }
 
 // qpStats describes a queue pair's counters, for failure messages.
 func (s *session) qpStats(qpn uint32) string {
