@@ -95,6 +95,20 @@ func Open(iface string, o OpenOptions) (d *Device, err error) {
 		links = append(links, s)
 	}
 	l := newMultiLink(links)
+	// A debugging aid: SOFTFABRIC_DEBUG_PCAP=file records the frames this
+	// process sends and receives (see debugCapture), which tcpdump cannot
+	// see: XDP redirects them before the kernel's taps, and AF_XDP
+	// transmit bypasses them. The capture sits right on the sockets, under
+	// the fault injector below, so that it records what really went out
+	// (not the frames the injector dropped, but its duplicates, corrupted
+	// bits and reordering) and what really came in.
+	l, closeCapture, err := debugCapture(l, iface, os.Stderr)
+	if err != nil {
+		return nil, err
+	}
+	if closeCapture != nil {
+		closers = append(closers, closeCapture)
+	}
 	// A debugging aid: SOFTFABRIC_DEBUG_LINK_FAULTS, a faulty.ParseSpec
 	// string like "reorder=5%,delay=100us", impairs the frames sent, to
 	// watch the transport cope with a bad network on a real NIC.

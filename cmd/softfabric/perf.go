@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/softfabric/softfabric/ctrl"
@@ -35,22 +36,29 @@ type perfOpts struct {
 	compare  bool
 	timeout  time.Duration
 	perftest string
+	ptServer bool
+	all      bool
+	atomic   string
+	set      map[string]bool // flags given on the command line
 }
 
 func perfFlagSet(o *perfOpts) *flag.FlagSet {
 	fs := flag.NewFlagSet("perf", flag.ContinueOnError)
 	fs.StringVar(&o.iface, "iface", "", "interface softfabric is up on (required)")
 	fs.IntVar(&o.size, "size", 65536, "message size in bytes (atomic: 8)")
-	fs.IntVar(&o.iters, "iters", 0, "messages (default 5000, 1000 with --lat; with --perftest, perftest's: 5000 for write, 1000 for send and read)")
+	fs.IntVar(&o.iters, "iters", 0, "messages (default 5000, 1000 with --lat; in the perftest modes perftest's -n: on each QP, default 5000 for write, 1000 for read, send and atomic)")
 	fs.DurationVar(&o.duration, "duration", 0, "run for this long instead of --iters")
-	fs.IntVar(&o.qps, "qps", 1, "queue pairs")
+	fs.IntVar(&o.qps, "qps", 1, "queue pairs (perftest's -q)")
 	fs.BoolVar(&o.lat, "lat", false, "measure latency (one request in flight) instead of bandwidth")
 	fs.BoolVar(&o.json, "json", false, "print JSON")
 	fs.IntVar(&o.port, "port", perf.DefaultPort, "TCP port of the out-of-band exchange")
 	fs.IntVar(&o.mtu, "mtu", 0, "path MTU: 256, 512, 1024, 2048 or 4096 (default: the largest the link allows)")
 	fs.BoolVar(&o.compare, "compare", false, "client: also run the raw AF_XDP and UDP socket baselines at the same size, in the same run")
 	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up after this long")
-	fs.StringVar(&o.perftest, "perftest", "", "client: run write, send or read against an unmodified perftest server (ib_write_bw, ib_send_bw, ib_read_bw) at this host, speaking perftest's exchange (--port defaults to perftest's 18515; --qps, and for send --size and --iters, must match the server's -q, -s, -n)")
+	fs.StringVar(&o.perftest, "perftest", "", "client: run write, read, send or atomic against an unmodified perftest server (ib_write_bw, ib_read_bw, ib_send_bw, ib_atomic_bw) at this host, speaking perftest's exchange and printing perftest's table (MB/sec meaning MiB/s); perftest exchanges none of the test's parameters, so --qps and --all, and for send --size and --iters, must match the server's -q, -a, -s, -n (--iters and --qps as perftest counts them: --iters on each QP)")
+	fs.BoolVar(&o.ptServer, "perftest-server", false, "serve one unmodified perftest client (ib_write_bw, ib_read_bw, ib_send_bw, ib_atomic_bw -F -x GID_INDEX [-p PORT] SERVER) as perftest's server does, print perftest's table, then exit; perftest exchanges none of the test's parameters, so --qps and --all, for send --size and --iters (receives counted on each QP), and for write and read a --size at least the client's -s, must match the client's -q, -a, -s, -n")
+	fs.BoolVar(&o.all, "all", false, "with --perftest or --perftest-server: perftest's -a, every size from 2 B to 8 MiB (write, read, send); both sides must give it")
+	fs.StringVar(&o.atomic, "atomic-type", "FETCH_AND_ADD", "with --perftest or --perftest-server, atomic: perftest's -A, FETCH_AND_ADD or CMP_AND_SWAP")
 	return fs
 }
 
@@ -62,23 +70,18 @@ func signalContext(d time.Duration) (context.Context, context.CancelFunc) {
 
 func cmdPerf(args []string, stdout, stderr io.Writer) error {
 	var o perfOpts
-	pos, err := parse(perfFlagSet(&o), args)
+	fs := perfFlagSet(&o)
+	pos, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
+	o.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
 	if len(pos) < 1 || len(pos) > 2 {
 		return usagef("perf needs an operation (write, read, send, atomic, udp, xdp) and, for the client, a server address")
 	}
-	if o.perftest != "" {
-		if len(pos) != 1 {
-			return usagef("--perftest names the server: give no other server address")
-		}
-		if pos[0] != "write" && pos[0] != "send" && pos[0] != "read" {
-			return usagef("--perftest runs write, send or read (ib_write_bw, ib_send_bw, ib_read_bw)")
-		}
-		if o.lat || o.compare {
-			return usagef("--perftest runs perftest's BW tests: no --lat or --compare")
-		}
+	if err := checkPerftestFlags(pos, o); err != nil {
+		return err
 	}
 	op := pos[0]
 	if !slices.Contains(perf.Ops, op) && !slices.Contains(perf.Baselines, op) {
@@ -103,6 +106,9 @@ func cmdPerf(args []string, stdout, stderr io.Writer) error {
 
 	if o.perftest != "" {
 		return runPerftest(ctx, d, op, o, stdout, stderr)
+	}
+	if o.ptServer {
+		return servePerftest(ctx, d, op, o, stdout, stderr)
 	}
 	if len(pos) == 1 { // server
 		ln, err := net.Listen("tcp", ":"+strconv.Itoa(o.port))
@@ -155,27 +161,133 @@ func cmdPerf(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// checkPerftestFlags checks the command line of the perftest modes, and
+// that their options come with one of them.
+func checkPerftestFlags(pos []string, o perfOpts) error {
+	if o.perftest == "" && !o.ptServer {
+		for _, f := range []string{"all", "atomic-type"} {
+			if o.set[f] {
+				return usagef("--%s is for --perftest and --perftest-server", f)
+			}
+		}
+		return nil
+	}
+	mode := "--perftest"
+	if o.ptServer {
+		mode = "--perftest-server"
+		if o.perftest != "" {
+			return usagef("--perftest (client) and --perftest-server: choose one")
+		}
+		if len(pos) != 1 {
+			return usagef("--perftest-server takes no server address")
+		}
+		if o.set["duration"] {
+			return usagef("--perftest-server runs as long as its client: no --duration")
+		}
+	} else if len(pos) != 1 {
+		return usagef("--perftest names the server: give no other server address")
+	}
+	switch pos[0] {
+	case "write", "read", "send", "atomic":
+	default:
+		return usagef("%s runs write, read, send or atomic (ib_write_bw, ib_read_bw, ib_send_bw, ib_atomic_bw)", mode)
+	}
+	if o.lat || o.compare {
+		return usagef("%s runs perftest's BW tests: no --lat or --compare", mode)
+	}
+	if o.set["atomic-type"] && pos[0] != "atomic" {
+		return usagef("--atomic-type is for atomic")
+	}
+	if _, err := atomicCmpSwap(o.atomic); err != nil {
+		return err
+	}
+	if pos[0] == "atomic" && o.set["size"] && o.size != 8 {
+		return usagef("perftest's atomic test is 8 bytes: no --size")
+	}
+	if o.all && pos[0] == "atomic" {
+		return usagef("ib_atomic_bw has no -a: no --all with atomic")
+	}
+	if o.all && o.set["size"] {
+		return usagef("--all runs every size from 2 B to 8 MiB: no --size")
+	}
+	if o.all && o.set["duration"] || pos[0] == "send" && o.set["duration"] {
+		return usagef("--duration is for write, read and atomic at one size")
+	}
+	if o.set["iters"] && o.iters < 5 {
+		return usagef("--iters %d: perftest needs at least 5", o.iters)
+	}
+	return nil
+}
+
+// atomicCmpSwap reads --atomic-type as perftest reads -A.
+func atomicCmpSwap(t string) (bool, error) {
+	switch strings.ToUpper(t) {
+	case "FETCH_AND_ADD":
+		return false, nil
+	case "CMP_AND_SWAP":
+		return true, nil
+	}
+	return false, usagef("--atomic-type %q: want FETCH_AND_ADD or CMP_AND_SWAP", t)
+}
+
+// perftestConfig is the test of the perftest modes.
+func perftestConfig(op string, o perfOpts) perf.PerftestConfig {
+	cfg := perf.PerftestConfig{Op: op, Iters: o.iters, QPs: o.qps, MTU: o.mtu, All: o.all, Duration: o.duration}
+	if op != "atomic" && !o.all {
+		cfg.Size = o.size
+	}
+	cfg.CmpSwap, _ = atomicCmpSwap(o.atomic)
+	return cfg
+}
+
 // runPerftest is the client of an unmodified perftest BW server.
 func runPerftest(ctx context.Context, d *device.Device, op string, o perfOpts, stdout, stderr io.Writer) error {
 	server := o.perftest
 	if _, _, err := net.SplitHostPort(server); err != nil {
 		server = net.JoinHostPort(server, strconv.Itoa(o.port))
 	}
-	cfg := perf.Config{Op: op, Size: o.size, Iters: o.iters, Duration: o.duration, QPs: o.qps, MTU: o.mtu}
+	cfg := perftestConfig(op, o)
 	run, err := perf.RunPerftest(ctx, d, server, cfg)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "softfabric perf: perftest %s server at %s", run.ServerVersion, server)
-	for _, q := range run.Server {
-		fmt.Fprintf(stderr, ", QPN %#06x PSN %#06x GID %v out_reads %d", q.QPN, q.PSN, q.GID.Unmap(), q.OutReads)
-	}
-	fmt.Fprintln(stderr)
+	printPeerQPs(stderr, run.Server)
 	if o.json {
-		return perf.PrintJSON(stdout, []perf.Result{run.Result})
+		return perf.PrintJSON(stdout, run.Results)
 	}
-	perf.Print(stdout, perf.Title(op, false), []perf.Result{run.Result})
+	perf.PrintPerftest(stdout, perf.PerftestTitle(op, cfg.CmpSwap), max(o.qps, 1), run.MTU, run.Lines)
+	perf.PrintTransport(stdout, run.Results)
 	return nil
+}
+
+// servePerftest answers one unmodified perftest BW client.
+func servePerftest(ctx context.Context, d *device.Device, op string, o perfOpts, stdout, stderr io.Writer) error {
+	ln, err := net.Listen("tcp", ":"+strconv.Itoa(o.port))
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	cfg := perftestConfig(op, o)
+	fmt.Fprintf(stderr, "softfabric perf: waiting for a perftest client (ib_%s_bw) on port %d (%s)\n", op, o.port, o.iface)
+	sv, err := perf.ServePerftest(ctx, d, ln, cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "softfabric perf: perftest %s client", sv.ClientVersion)
+	printPeerQPs(stderr, sv.Client)
+	if o.json {
+		return perf.PrintJSON(stdout, sv.Results)
+	}
+	perf.PrintPerftest(stdout, perf.PerftestTitle(op, cfg.CmpSwap), max(o.qps, 1), sv.MTU, sv.Lines)
+	return nil
+}
+
+func printPeerQPs(w io.Writer, qs []perf.PerftestQP) {
+	for _, q := range qs {
+		fmt.Fprintf(w, ", QPN %#06x PSN %#06x GID %v out_reads %d", q.QPN, q.PSN, q.GID.Unmap(), q.OutReads)
+	}
+	fmt.Fprintln(w)
 }
 
 func receivedNote(r perf.Result) string {

@@ -10,6 +10,9 @@ import (
 // atomic acknowledge.
 func (r *requester) receive(q *QP, p *wire.Packet, now int64) {
 	ps := psn.PSN(p.BTH().PSN())
+	if r.valid(ps) && ps.After(r.respFront) {
+		r.respFront = ps
+	}
 	m := p.Info.Mask
 	if m&wire.MaskAETH != 0 {
 		syn := p.AETH().Syndrome()
@@ -51,40 +54,74 @@ func (r *requester) ack(q *QP, ps psn.PSN, now int64) {
 	r.ackUpTo(q, ps.Next(), now)
 }
 
-// ackUpTo completes the requests whose every PSN lies before end, which the
-// responder has acknowledged explicitly or by implication, and moves
-// compPSN. A read or atomic in that range whose response is missing
-// stops the walk: the responder executed it, so its response was lost, and
-// the requester goes back to ask again (an implied NAK).
+// ackUpTo records that the responder has acknowledged, explicitly or by
+// implication, every PSN before end, and completes what that finishes.
 func (r *requester) ackUpTo(q *QP, end psn.PSN, now int64) {
-	progress := false
+	if end.After(r.ackedTo) && !end.After(r.nextPSN) {
+		r.ackedTo = end
+	}
+	moved := r.walk(q, now)
+	r.progress(q, moved, moved, now)
+}
+
+// walk retires the requests at the head that are done and moves compPSN:
+// sends and writes wholly before ackedTo, reads and atomics whose
+// responses were placed whole. A read or atomic before ackedTo whose
+// response is not whole stops the walk: the responder executed it, so
+// (part of) its response was lost, and the requester asks for that part
+// again (an implied NAK), for that request alone. It reports whether
+// compPSN moved.
+func (r *requester) walk(q *QP, now int64) bool {
+	end := r.ackedTo
+	moved := false
 	for r.head != r.tail {
 		w := &r.sq[r.head&r.mask]
-		if !w.started || !w.first.Before(end) {
+		if !w.started {
 			break
 		}
 		if w.wr.Op.NeedsResponse() {
-			r.progress(q, progress, now)
-			r.impliedNAK(q, now)
-			return
+			if w.placed == w.npkts {
+				r.compPSN = w.last().Next()
+				moved = true
+				r.retire(q, w)
+				continue
+			}
+			if w.first.Before(end) {
+				r.askAgainBefore(r.head, end, now)
+			}
+			return moved
+		}
+		if !w.first.Before(end) {
+			break
 		}
 		if !w.last().Before(end) {
 			// Part of a multi-packet message is acknowledged.
-			if end.After(r.compPSN) {
-				r.compPSN = end
-				progress = true
-			}
 			break
 		}
 		r.compPSN = w.last().Next()
-		progress = true
+		moved = true
 		r.retire(q, w)
 	}
-	if end.After(r.compPSN) && !end.After(r.nextPSN) {
+	if end.After(r.compPSN) {
 		r.compPSN = end
-		progress = true
+		moved = true
 	}
-	r.progress(q, progress, now)
+	return moved
+}
+
+// askAgainBefore asks again for the missing responses of the reads and
+// atomics from slot i on that lie wholly before end: the responder, which
+// answers in order, has answered them already.
+func (r *requester) askAgainBefore(i uint32, end psn.PSN, now int64) {
+	for ; i != r.tail; i++ {
+		w := &r.sq[i&r.mask]
+		if !w.started || !w.last().Before(end) {
+			return
+		}
+		if w.wr.Op.NeedsResponse() && w.placed < w.npkts {
+			r.askAgain(w, now, false)
+		}
+	}
 }
 
 // retire completes the request at the head successfully.
@@ -99,66 +136,95 @@ func (r *requester) retire(q *QP, w *sendWQE) {
 	}
 }
 
-// progress restarts the timers and reloads the retry counters after an
-// acknowledgement that moved compPSN.
-func (r *requester) progress(q *QP, moved bool, now int64) {
-	if !moved {
+// progress restarts the timers and reloads the retry counters after a
+// response that showed the responder alive (a response placed anywhere),
+// and does the bookkeeping of an acknowledgement that moved compPSN.
+func (r *requester) progress(q *QP, alive, moved bool, now int64) {
+	if !alive {
 		return
 	}
-	if d := r.compPSN.Diff(r.lastComp); d > 0 {
-		r.onAcked(uint32(d))
-	}
-	r.lastComp = r.compPSN
-	if r.rttOn && r.rttPSN.Before(r.compPSN) {
-		sample := max(now-r.rttSent, 1) // 0 means "no estimate yet"
-		if r.srtt == 0 {
-			r.srtt = sample
-		} else {
-			r.srtt += (sample - r.srtt) / 8
+	if moved {
+		if d := r.compPSN.Diff(r.lastComp); d > 0 {
+			r.onAcked(uint32(d))
 		}
-		r.rttOn = false
+		r.lastComp = r.compPSN
+		if r.rttOn && r.rttPSN.Before(r.compPSN) {
+			r.sampleRTT(max(now-r.rttSent, 1)) // 0 means "no estimate yet"
+			r.rttOn = false
+		}
+		r.retrying = false
+		if r.sendPSN.Before(r.compPSN) {
+			// Acknowledged beyond the cursor of a go-back: skip what the
+			// responder already has.
+			r.rewind(r.compPSN)
+			r.retrying = false
+		}
 	}
-	r.probed = false
-	r.retrying = false
+	r.probes = 0
 	r.retries = q.attr.RetryCnt
 	r.rnrRetries = q.attr.RNRRetry
-	if r.sendPSN.Before(r.compPSN) {
-		// Acknowledged beyond the cursor of a go-back: skip what the
-		// responder already has.
-		r.rewind(r.compPSN)
-		r.retrying = false
-	}
 	r.armTimer(q, now)
 }
 
-// impliedNAK goes back to compPSN at once, unless a go-back already
-// started and nothing has been acknowledged since.
-func (r *requester) impliedNAK(q *QP, now int64) {
-	if r.retrying {
+// sampleRTT folds a round-trip sample into srtt and rttvar (RFC 6298's
+// gains, in nanoseconds).
+func (r *requester) sampleRTT(sample int64) {
+	if r.srtt == 0 {
+		r.srtt, r.rttvar = sample, sample/2
 		return
 	}
-	r.rewind(r.compPSN)
-	r.armTimer(q, now)
+	e := sample - r.srtt
+	r.srtt += e / 8
+	if e < 0 {
+		e = -e
+	}
+	r.rttvar += (e - r.rttvar) / 4
 }
 
-// readResponse places one read response packet.
+// findWQE returns the started request that ps belongs to.
+func (r *requester) findWQE(ps psn.PSN) *sendWQE {
+	for i := r.head; i != r.tail; i++ {
+		w := &r.sq[i&r.mask]
+		if !w.started {
+			return nil
+		}
+		if w.contains(ps) {
+			return w
+		}
+	}
+	return nil
+}
+
+// readResponse places one read response packet. Each read places its own
+// response in order, independently of the reads before it: a packet lost
+// from one read's response costs a repeated request for the rest of that
+// read alone, while the responses of later reads, which the responder
+// sends meanwhile, are placed as they arrive instead of being thrown away
+// and asked for again. Completions stay in order.
 func (r *requester) readResponse(q *QP, p *wire.Packet, ps psn.PSN, now int64) {
 	if !r.valid(ps) {
 		q.stats.DupResponses++
 		return
 	}
-	w, ok := r.responseWQE(q, ps, now)
-	if !ok || w.wr.Op != verbs.OpRead {
+	w := r.findWQE(ps)
+	if w == nil || w.wr.Op != verbs.OpRead {
 		q.stats.Dropped++
 		return
 	}
-	if ps != r.compPSN {
-		// A response is missing before this one.
+	if w.first.After(r.ackedTo) {
+		// The responder executed everything before this read.
+		r.ackUpTo(q, w.first, now)
+	}
+	next := w.first.Add(w.placed)
+	if ps != next {
 		q.stats.DupResponses++
-		r.impliedNAK(q, now)
+		if ps.After(next) {
+			// A response is missing before this one, within this read.
+			r.askAgain(w, now, false)
+		}
 		return
 	}
-	k := uint32(ps.Diff(w.first))
+	k := w.placed
 	off := k * uint32(q.mtu)
 	want := min(uint32(q.mtu), w.length-off)
 	last := ps == w.last()
@@ -175,11 +241,24 @@ func (r *requester) readResponse(q *QP, p *wire.Packet, ps psn.PSN, now int64) {
 			return
 		}
 	}
-	r.compPSN = ps.Next()
-	if last {
-		r.retire(q, w)
+	w.placed++
+	w.askedAt = 0 // a gap after this is a new loss, not the rest of an old one
+	r.answered(q, w, now)
+}
+
+// answered moves compPSN after a response placed into w, when w is the
+// oldest request: past what w has placed, and once w is whole, past every
+// later request already answered or acknowledged.
+func (r *requester) answered(q *QP, w *sendWQE, now int64) {
+	moved := false
+	if w == &r.sq[r.head&r.mask] {
+		r.compPSN = w.first.Add(w.placed)
+		moved = true
+		if w.placed == w.npkts {
+			r.walk(q, now)
+		}
 	}
-	r.progress(q, true, now)
+	r.progress(q, true, moved, now)
 }
 
 // atomicAck completes an atomic with the original value the responder read.
@@ -188,39 +267,24 @@ func (r *requester) atomicAck(q *QP, p *wire.Packet, ps psn.PSN, now int64) {
 		q.stats.DupResponses++
 		return
 	}
-	w, ok := r.responseWQE(q, ps, now)
-	if !ok || !w.wr.Op.IsAtomic() || ps != r.compPSN {
+	w := r.findWQE(ps)
+	if w == nil || !w.wr.Op.IsAtomic() {
 		q.stats.Dropped++
+		return
+	}
+	if w.first.After(r.ackedTo) {
+		r.ackUpTo(q, w.first, now)
+	}
+	if w.placed != 0 {
+		q.stats.DupResponses++
 		return
 	}
 	if err := putAtomicResult(q, w, p.AtomicAckETH().OrigData()); err != nil {
 		r.fail(q, w, verbs.LocProtErr)
 		return
 	}
-	r.compPSN = ps.Next()
-	r.retire(q, w)
-	r.progress(q, true, now)
-}
-
-// responseWQE finds the request a response PSN belongs to, after completing
-// the requests before it: a response acknowledges every earlier PSN.
-func (r *requester) responseWQE(q *QP, ps psn.PSN, now int64) (*sendWQE, bool) {
-	for i := r.head; i != r.tail; i++ {
-		w := &r.sq[i&r.mask]
-		if !w.started {
-			return nil, false
-		}
-		if w.contains(ps) {
-			if i != r.head {
-				r.ackUpTo(q, w.first, now)
-				if r.head != i {
-					return nil, false // an earlier read or atomic is still missing
-				}
-			}
-			return w, true
-		}
-	}
-	return nil, false
+	w.placed = 1
+	r.answered(q, w, now)
 }
 
 // nak handles a NAK for ps: a sequence error goes back to ps, any other
@@ -237,10 +301,10 @@ func (r *requester) nak(q *QP, ps psn.PSN, code wire.NAKCode, now int64) {
 	}
 	before := r.compPSN
 	r.ackUpTo(q, ps, now)
-	if r.compPSN != ps {
-		return // a read or atomic before ps is being asked again
-	}
 	if code != wire.NAKPSNSeqErr {
+		// The responder has gone to the error state: the request fails
+		// with the NAK's status, any earlier one still waiting for its
+		// response with a flush error.
 		st := verbs.RemOpErr
 		switch code {
 		case wire.NAKInvalidRequest:
@@ -250,7 +314,9 @@ func (r *requester) nak(q *QP, ps psn.PSN, code wire.NAKCode, now int64) {
 		case wire.NAKInvalidRDRequest:
 			st = verbs.RemInvRDReqErr
 		}
-		r.fail(q, &r.sq[r.head&r.mask], st)
+		if w := r.findWQE(ps); w != nil {
+			r.fail(q, w, st)
+		}
 		return
 	}
 	if !r.retrying {
@@ -278,11 +344,12 @@ func (r *requester) rnrNAK(q *QP, ps psn.PSN, wait int64, now int64) {
 		return
 	}
 	r.ackUpTo(q, ps, now)
-	if r.compPSN != ps {
-		return
-	}
 	if r.rnrRetries == 0 {
-		r.fail(q, &r.sq[r.head&r.mask], verbs.RNRRetryExcErr)
+		w := r.findWQE(ps)
+		if w == nil {
+			w = &r.sq[r.head&r.mask]
+		}
+		r.fail(q, w, verbs.RNRRetryExcErr)
 		return
 	}
 	if r.rnrRetries != 7 { // 7 retries forever

@@ -32,6 +32,7 @@ type Stats struct {
 	Retransmits              uint64 // packets sent again
 	Timeouts                 uint64 // retransmit timer expiries
 	Probes                   uint64 // tail-loss probes sent
+	AskedAgain               uint64 // repeated requests for lost read responses and atomic results
 	SeqNAKsSent, SeqNAKsRcvd uint64
 	RNRNAKsSent, RNRNAKsRcvd uint64
 	ErrNAKsSent, ErrNAKsRcvd uint64 // invalid request, remote access, remote operation

@@ -55,6 +55,17 @@ type sendWQE struct {
 	started bool
 	first   psn.PSN
 	npkts   uint32
+	// placed counts the response packets of a read (or the one of an
+	// atomic) placed, in order from first.
+	placed uint32
+	// askAgain is set while a repeated request for the missing part of
+	// the response waits to be sent; askedAt is when the last one went
+	// out, cleared when a response is placed.
+	// askMark is nextPSN when it went out: a response to a PSN from
+	// askMark on shows that the responder has served the repeat.
+	askAgain bool
+	askedAt  int64
+	askMark  psn.PSN
 	// err, when set, is the status the request completes with when the
 	// queue pair flushes.
 	err verbs.Status
@@ -89,15 +100,26 @@ type requester struct {
 	// for a couple of round trips, resend the last packet sent, asking
 	// for an ACK, so that a lost tail is NAKed in microseconds instead
 	// of waiting out the retransmit timeout (tens of milliseconds on a
-	// path that never needed them). srtt is the smoothed round trip,
-	// measured Karn-style on one AckReq packet at a time.
+	// path that never needed them); up to maxProbes in a row, each after
+	// twice the wait of the one before. srtt and rttvar are the smoothed
+	// round trip and its variation, measured Karn-style on one AckReq
+	// packet at a time.
 	probe    int64
-	probed   bool
+	probes   int
 	forceAck bool
 	srtt     int64
+	rttvar   int64
 	rttPSN   psn.PSN
 	rttSent  int64
 	rttOn    bool
+	// ackedTo is one past the highest PSN the responder has acknowledged,
+	// explicitly or by answering a later request; compPSN lags behind it
+	// while a response before it is missing.
+	ackedTo psn.PSN
+	// respFront is the highest PSN a response has named.
+	respFront psn.PSN
+	// asks counts the requests with askAgain set.
+	asks int
 	// rdAtomic counts reads and atomics started and not completed.
 	rdAtomic int
 	// retries and rnrRetries are what is left of the retry counters; they
@@ -127,7 +149,8 @@ func (r *requester) init(depth, maxInflight int) {
 }
 
 func (r *requester) setPSN(p psn.PSN) {
-	r.sendPSN, r.nextPSN, r.compPSN, r.highSent, r.lastComp = p, p, p, p, p
+	r.sendPSN, r.nextPSN, r.compPSN, r.highSent, r.lastComp, r.ackedTo = p, p, p, p, p, p
+	r.respFront = p.Sub(1)
 }
 
 func (r *requester) post(q *QP, wr *verbs.SendWR) error {
@@ -212,6 +235,9 @@ func (r *requester) transmit(q *QP, now int64, b *link.Batch) {
 			return
 		}
 	}
+	if r.asks > 0 {
+		r.sendAsks(q, now, b)
+	}
 	if r.probe != 0 && now >= r.probe {
 		r.probe = 0
 		r.sendProbe(q, now, b)
@@ -256,6 +282,11 @@ func (r *requester) start(q *QP, w *sendWQE) {
 // sendPacket builds the packet of w at sendPSN, advancing the cursor. It
 // reports false when the packet could not be built.
 func (r *requester) sendPacket(q *QP, w *sendWQE, b *link.Batch, now int64) bool {
+	if w.wr.Op.NeedsResponse() && w.placed == w.npkts {
+		// Answered whole already: a go-back passes over it.
+		r.advance(w.last().Next())
+		return true
+	}
 	k := uint32(r.sendPSN.Diff(w.first))
 	off := k * uint32(q.mtu)
 	retransmit := r.sendPSN.Before(r.highSent)
@@ -268,14 +299,25 @@ func (r *requester) sendPacket(q *QP, w *sendWQE, b *link.Batch, now int64) bool
 	solicited := w.wr.Flags&verbs.Solicited != 0
 	switch op := w.wr.Op; {
 	case op == verbs.OpRead:
+		// Never ask for less than what is missing, nor from before what
+		// was placed: a responder may take the address of a repeated
+		// read request as the lowest it will serve again (Linux rxe does).
+		from := r.sendPSN
+		if p := w.first.Add(w.placed); p.After(from) {
+			from = p
+		}
+		off = uint32(from.Diff(w.first)) * uint32(q.mtu)
 		f, h := q.frame(b, wire.RCReadRequest, 0)
 		if f == nil {
 			return false
 		}
-		q.bth(f, h, wire.RCReadRequest, r.sendPSN, 0, true, false)
+		q.bth(f, h, wire.RCReadRequest, from, 0, true, false)
 		info := wire.RCReadRequest.Info()
 		wire.RETH(f[h+info.RETH:]).Encode(w.wr.RemoteAddr+uint64(off), w.wr.RKey, w.length-off)
 		q.send(b, f)
+		if retransmit {
+			r.asked(w, now)
+		}
 		r.advance(w.last().Next())
 	case op.IsAtomic():
 		opc := wire.RCFetchAdd
@@ -290,6 +332,9 @@ func (r *requester) sendPacket(q *QP, w *sendWQE, b *link.Batch, now int64) bool
 		q.bth(f, h, opc, r.sendPSN, 0, true, false)
 		wire.AtomicETH(f[h+opc.Info().AtomicETH:]).Encode(w.wr.RemoteAddr, w.wr.RKey, swapAdd, cmp)
 		q.send(b, f)
+		if retransmit {
+			r.asked(w, now)
+		}
 		r.advance(r.sendPSN.Next())
 	default:
 		n := min(w.length-off, uint32(q.mtu))
@@ -395,28 +440,110 @@ func (r *requester) armTimer(q *QP, now int64) {
 	if q.timeout != 0 && r.outstanding() {
 		r.timer = now + q.timeout
 	}
-	if r.outstanding() && r.srtt != 0 && !r.probed {
-		r.probe = now + max(2*r.srtt+minProbeSlack, minProbe)
-		if r.timer != 0 && r.probe >= r.timer {
-			r.probe = 0
+	r.armProbe(now)
+}
+
+// armProbe sets the probe timer for the next probe, if one is due.
+func (r *requester) armProbe(now int64) {
+	r.probe = 0
+	if !r.outstanding() || r.srtt == 0 || r.probes >= maxProbes {
+		return
+	}
+	r.probe = now + r.pto()<<r.probes
+	if r.timer != 0 && r.probe >= r.timer {
+		r.probe = 0
+	}
+}
+
+// pto is the probe timeout: two round trips, or one plus four times its
+// variation where the path is that jittery, plus minProbeSlack for the
+// peer's scheduling, and never below minProbe. A repeated request for a
+// missing response waits as long before it may be repeated again.
+func (r *requester) pto() int64 {
+	return max(2*r.srtt, r.srtt+4*r.rttvar) + minProbeSlack
+}
+
+// Tail-loss probe timing, in ns: the probe timeout is never below
+// minProbe, and allows minProbeSlack beyond the round trips. At most
+// maxProbes probes go out in a row without progress; then the
+// retransmit timer decides.
+const (
+	minProbe      = 200_000
+	minProbeSlack = 50_000
+	maxProbes     = 3
+)
+
+// askAgain schedules a repeated request for what is missing from w's
+// response. Once asked, w is not asked again for the same missing packet
+// (unless force: a probe) until the responder has shown that it got past
+// the repeated request, by answering a request sent after it: the
+// responder serves requests in order, so until then the rest of w's old
+// response, and then its repeat, may still be on the way.
+func (r *requester) askAgain(w *sendWQE, now int64, force bool) {
+	if w.askAgain {
+		return
+	}
+	if !force && w.askedAt != 0 && r.respFront.Before(w.askMark) {
+		return
+	}
+	w.askAgain = true
+	r.asks++
+}
+
+// asked notes that a request for w's missing response went out.
+func (r *requester) asked(w *sendWQE, now int64) {
+	w.askedAt, w.askMark = max(now, 1), r.nextPSN
+	if w.askAgain {
+		w.askAgain = false
+		r.asks--
+	}
+}
+
+// sendAsks sends the repeated requests askAgain scheduled: each read asks
+// for its response from the first packet not placed, each atomic is sent
+// again (the responder replays its result).
+func (r *requester) sendAsks(q *QP, now int64, b *link.Batch) {
+	for i := r.head; i != r.cur && r.asks > 0 && b.Room() > 0; i++ {
+		w := &r.sq[i&r.mask]
+		if !w.askAgain {
+			continue
+		}
+		if !r.resend(q, i, w.first.Add(w.placed), now, b) {
+			return
+		}
+		q.stats.AskedAgain++
+	}
+	if r.asks > 0 && r.cur != r.tail {
+		// Requests past the cursor are sent (again) by the go-back.
+		for i := r.cur; i != r.tail; i++ {
+			if w := &r.sq[i&r.mask]; w.askAgain {
+				w.askAgain = false
+				r.asks--
+			}
 		}
 	}
 }
 
-// Tail-loss probe timing, in ns: never sooner than minProbe after the
-// last progress, and two round trips plus minProbeSlack (the peer's
-// scheduling) otherwise.
-const (
-	minProbe      = 200_000
-	minProbeSlack = 50_000
-)
+// resend sends the packet at PSN p of the request in slot i out of turn,
+// leaving the send cursor where it was. It reports false when the packet
+// could not be built.
+func (r *requester) resend(q *QP, i uint32, p psn.PSN, now int64, b *link.Batch) bool {
+	cur, sendPSN := r.cur, r.sendPSN
+	r.cur, r.sendPSN = i, p
+	r.forceAck = true
+	ok := r.sendPacket(q, &r.sq[i&r.mask], b, now)
+	r.forceAck = false
+	r.cur, r.sendPSN = cur, sendPSN
+	return ok
+}
 
 // sendProbe resends the last packet sent, with AckReq, once everything up
 // to it has gone out (not in the middle of a go-back): the responder
 // answers with an ACK if everything arrived, or with a sequence NAK naming
-// the first missing PSN.
+// the first missing PSN. When the last request is a read or an atomic, the
+// probe asks instead for the oldest response still missing.
 func (r *requester) sendProbe(q *QP, now int64, b *link.Batch) {
-	if !r.outstanding() || r.probed || r.sendPSN != r.highSent || b.Room() == 0 {
+	if !r.outstanding() || r.sendPSN != r.highSent || b.Room() == 0 {
 		return
 	}
 	p := r.highSent.Sub(1)
@@ -425,32 +552,27 @@ func (r *requester) sendProbe(q *QP, now int64, b *link.Batch) {
 		if !w.started {
 			return
 		}
-		if w.contains(p) {
-			if w.wr.Op == verbs.OpRead {
-				// Ask again for the whole unanswered part of the read, not
-				// for its last packet alone: a responder may take the
-				// address of a repeated read request as the new lowest it
-				// accepts (Linux rxe resets its saved start to it), and
-				// would then refuse the go-back that follows.
-				p = w.first
-				if r.compPSN.InWindow(w.first, w.npkts) {
-					p = r.compPSN
+		if !w.contains(p) {
+			continue
+		}
+		if w.wr.Op.NeedsResponse() {
+			for i = r.head; i != r.tail; i++ {
+				if w = &r.sq[i&r.mask]; w.wr.Op.NeedsResponse() && w.placed < w.npkts {
+					break
 				}
 			}
-			cur, sendPSN := r.cur, r.sendPSN
-			r.cur, r.sendPSN = i, p
-			r.forceAck = true
-			ok := r.sendPacket(q, w, b, now)
-			r.forceAck = false
-			if !ok {
-				r.cur, r.sendPSN = cur, sendPSN
+			if i == r.tail {
 				return
 			}
-			r.cur, r.sendPSN = cur, sendPSN
-			r.probed = true
-			q.stats.Probes++
+			p = w.first.Add(w.placed)
+		}
+		if !r.resend(q, i, p, now, b) {
 			return
 		}
+		r.probes++
+		q.stats.Probes++
+		r.armProbe(now)
+		return
 	}
 }
 
@@ -468,7 +590,7 @@ func (r *requester) retry(q *QP, now int64) bool {
 	}
 	r.retries--
 	r.onLoss(true)
-	r.probed = false // a new flight: its tail may be probed again
+	r.probes = 0 // a new flight: its tail may be probed again
 	r.rewind(r.compPSN)
 	r.armTimer(q, now)
 	return true

@@ -10,8 +10,8 @@ D=$(cd "$(dirname "$0")" && pwd); ROOT=$(cd "$D/../.." && pwd)
 export LAB_BUILD=${LAB_BUILD:-/tmp/rxelab}
 B=$LAB_BUILD${FLAVOR:+/$FLAVOR}; NS=rxehost; TAP=rxetap0; GIP=198.18.1.2; HIP=198.18.1.1
 SF=${SOFTFABRIC:-$ROOT/bin/softfabric}
-PP_N=${PP_N:-1000} PP_LOSS_N=${PP_LOSS_N:-200}
-BW_SIZE=${BW_SIZE:-65536} BW_N=${BW_N:-200} BW_LOSS_N=${BW_LOSS_N:-100}
+PP_N=${PP_N:-1000} PP_LOSS_N=${PP_LOSS_N:-200} UD_SIZE=${UD_SIZE:-1024} SRQ_Q=${SRQ_Q:-4}
+BW_SIZE=${BW_SIZE:-65536} BW_N=${BW_N:-200} BW_LOSS_N=${BW_LOSS_N:-100} BW_Q=${BW_Q:-4} ALL_N=${ALL_N:-5}
 # Faults: netem in the guest on what rxe sends, faulty (SOFTFABRIC_DEBUG_LINK_FAULTS) on what
 # softfabric sends (AF_XDP transmit bypasses tc, and this host kernel has no netem).
 # Either set empty turns that direction's faults off.
@@ -51,8 +51,8 @@ sfx() { ip netns exec $NS "$SF" "$@"; }
 hostrun() { local log=$1 t=$2; shift 2; timeout -k 5 "$t" "$@" > "$log" 2>&1 & local p=$!; HOSTPIDS+=($p); wait $p; }
 ROWS=(); FAILED=0
 row() { # NAME RESULT FIGURE NOTE
-  ROWS+=("$(printf '%-25s %-5s %-18s %s' "$1" "$2" "$3" "$4")")
-  printf '   %-5s %-18s %s\n' "$2" "$3" "$4"; [ "$2" = PASS ] || FAILED=1; }
+  ROWS+=("$(printf '%-27s %-5s %-24s %s' "$1" "$2" "$3" "$4")")
+  printf '   %-5s %-24s %s\n' "$2" "$3" "$4"; [ "$2" = PASS ] || FAILED=1; }
 tails() { # HOSTLOG GUESTJOB: last lines of both sides, one line
   { echo "host: $(tail -n 3 "$1" 2>/dev/null | tr '\n' ' ')"; echo "| guest: $(tail -n 3 "$(gout "$2")" 2>/dev/null | tr '\n' ' ')"; } | tr -s ' ' | tr '\n' ' '; }
 stats() { sfx stats $TAP 2>/dev/null | awk '{print $1, $2}'; }
@@ -68,63 +68,62 @@ impair() { # on|off: netem on the guest's eth0
   else gjob netem 20 "tc qdisc del dev eth0 root 2>/dev/null; tc qdisc show dev eth0"; fi
   gwait netem 30 || { echo "netem $1 failed: $(cat "$(gout netem)")"; return 1; }; }
 
-# case NAME KIND LOSS ...: run one row.
-#   pp-sf-client   softfabric pingpong -> guest ibv_rc_pingpong server
-#   pp-rxe-client  guest ibv_rc_pingpong -> softfabric pingpong server
-#   bw OP PORT     softfabric perf OP --perftest -> guest ib_OP_bw server
+# runcase NAME LOSS SERVER PORT KIND SFARGS TOOLCMD: one row.
+#   SERVER  rxe: the guest's tool serves on PORT, softfabric (SFARGS, which name 198.18.1.2) is
+#           the client; sf: softfabric serves on PORT, the guest's tool is the client of
+#           198.18.1.1 (TOOLCMD ends with it).
+#   KIND    pp: ibv_*_pingpong's "usec/iter" line is the figure; bw: perftest's table (both
+#           sides print it), the BW average of its last line; T=SECONDS before KIND sets the
+#           row's time limit.
+#   SFARGS  softfabric's arguments, without --iface; TOOLCMD the guest's command line, with
+#           $DEV and $G (the GID index) left for the guest to expand.
 runcase() {
-  local name=$1 kind=$2 loss=$3 op=${4:-} port=${5:-}
-  local h=$RUN/$name.host env=() n fig="" rc grc note="" s1 r1 gt=150
-  [ "$loss" = yes ] && gt=60
+  local name=$1 loss=$2 server=$3 port=$4 kind=$5 sfargs=$6 tool=$7
+  local h=$RUN/$name.host env=() fig="" gfig="" rc grc note="" s1 r1 gt=150 hp
+  case $kind in T=*) gt=${kind#T=}; gt=${gt%%,*}; kind=${kind#*,} ;; esac
   [ "$loss" = yes ] && [ -n "$SFFAULTS" ] && env=(env SOFTFABRIC_DEBUG_LINK_FAULTS=$SFFAULTS)
   stats > "$RUN/$name.stats0"; rxestats $name-0 > "$RUN/$name.rxe0"
   if [ "$loss" = yes ]; then impair on || { RES=FAIL FIG=- NOTE="could not set netem"; return; }; fi
-  case $kind in
-  pp-sf-client)
-    n=$PP_N; [ "$loss" = yes ] && n=$PP_LOSS_N
-    gjob "$name" $gt "stdbuf -oL ibv_rc_pingpong -d \$DEV -g \$G -p 18515 -n $n & listening 18515; wait \$!"
-    if ! gready "$name" 30; then RES=FAIL FIG=- NOTE="guest server not listening: $(tails /dev/null "$name")"; impair off; return; fi
-    hostrun "$h" $((gt - 10)) ip netns exec $NS "${env[@]}" "$SF" pingpong --iface $TAP -n $n $GIP; rc=$?
+  # shellcheck disable=SC2086
+  if [ "$server" = rxe ]; then
+    gjob "$name" $gt "stdbuf -oL $tool & listening $port; wait \$!"
+    if ! gready "$name" 30; then RES=FAIL FIG=- NOTE="guest server not listening: $(tails /dev/null "$name")"; [ "$loss" = yes ] && impair off; return; fi
+    hostrun "$h" $((gt - 10)) ip netns exec $NS "${env[@]}" "$SF" $sfargs --iface $TAP; rc=$?
     gwait "$name" 30; grc=$?
-    fig=$(awk '/usec\/iter/ {print $(NF-1) " usec/iter"}' "$h") ;;
-  pp-rxe-client)
-    n=$PP_N; [ "$loss" = yes ] && n=$PP_LOSS_N
-    timeout -k 5 $((gt + 10)) ip netns exec $NS "${env[@]}" "$SF" pingpong --iface $TAP -n $n > "$h" 2>&1 & local hp=$!; HOSTPIDS+=($hp)
-    for i in $(seq 1 100); do [ -n "$(ip netns exec $NS ss -Hltn 'sport = :18515')" ] && break; sleep 0.1; done
-    gjob "$name" $gt "stdbuf -oL ibv_rc_pingpong -d \$DEV -g \$G -p 18515 -n $n $HIP"
+  else
+    timeout -k 5 $((gt + 10)) ip netns exec $NS "${env[@]}" "$SF" $sfargs --iface $TAP > "$h" 2>&1 & hp=$!; HOSTPIDS+=($hp)
+    for i in $(seq 1 100); do [ -n "$(ip netns exec $NS ss -Hltn "sport = :$port")" ] && break; sleep 0.1; done
+    gjob "$name" $gt "stdbuf -oL $tool"
     gwait "$name" $((gt + 20)); grc=$?
     wait $hp; rc=$?
-    fig=$(awk '/usec\/iter/ {print $(NF-1) " usec/iter"}' "$(gout "$name")") ;;
-  bw)
-    n=$BW_N; [ "$loss" = yes ] && n=$BW_LOSS_N
-    gjob "$name" $gt "stdbuf -oL ib_${op}_bw -F -d \$DEV -x \$G -p $port -s $BW_SIZE -n $n & listening $port; wait \$!"
-    if ! gready "$name" 30; then RES=FAIL FIG=- NOTE="guest server not listening: $(tails /dev/null "$name")"; impair off; return; fi
-    hostrun "$h" $((gt - 10)) ip netns exec $NS "${env[@]}" "$SF" perf $op --iface $TAP --perftest $GIP --port $port \
-      --size $BW_SIZE --iters $n --timeout $((gt - 20))s; rc=$?
-    gwait "$name" 30; grc=$?
-    fig=$(awk '/^ *#bytes/ {getline; print $6 " MB/s"}' "$h")
-    local gfig; gfig=$(awk '/BW average/ {getline; print $4}' "$(gout "$name")")
-    [ -n "$gfig" ] && note="rxe: $gfig MiB/s; "
-    note+=$(grep -o 'transport: .*' "$h" | sed 's/transport: //') ;;
-  esac
+  fi
   [ "$loss" = yes ] && impair off
+  case $kind in
+  pp) fig=$(awk '/usec\/iter/ {print $(NF-1) " usec/iter"}' "$h")
+      [ -n "$fig" ] || fig=$(awk '/usec\/iter/ {print $(NF-1) " usec/iter"}' "$(gout "$name")") ;;
+  bw) # perftest's table: "#bytes #iterations BW peak BW average MsgRate", MB/sec = MiB/s
+      bwfig() { awk '/#bytes/ {t=1; next} t && $1 ~ /^[0-9]+$/ && NF >= 5 {n++; last=$4} END {if (n) printf "%s MiB/s%s", last, (n > 1 ? " (" n " sizes, last)" : "")}' "$1"; }
+      fig=$(bwfig "$h"); gfig=$(bwfig "$(gout "$name")")
+      [ -n "$gfig" ] && note="rxe: $gfig; "
+      note+=$(grep -o 'transport: .*' "$h" | sed 's/transport: //' | paste -sd ';' -) ;;
+  esac
   stats > "$RUN/$name.stats1"; rxestats $name-1 > "$RUN/$name.rxe1"
   s1=$(delta "$RUN/$name.stats0" "$RUN/$name.stats1" '^dropped'); r1=$(delta "$RUN/$name.rxe0" "$RUN/$name.rxe1" 'err|duplicate|out_of_seq')
   [ -n "$s1" ] && note+=" sf drops: $s1"; [ -n "$r1" ] && note+=" rxe: $r1"
-  if [ "$rc" = 0 ] && [ "$grc" = 0 ] && [ -n "$fig" ]; then RES=PASS FIG=$fig NOTE="n=$n $note"
+  if [ "$rc" = 0 ] && [ "$grc" = 0 ] && [ -n "$fig" ]; then RES=PASS FIG=$fig NOTE="$note"
   else RES=FAIL FIG=${fig:--} NOTE="softfabric rc=$rc, rxe rc=$grc (124: timed out); $(tails "$h" "$name")${s1:+ | sf drops: $s1}${r1:+ | rxe: $r1}"; fi
 }
 
-# onecase NAME ...: runcase, and for the pingpong rows with loss one more attempt after a failure:
-# ibv_rc_pingpong has no handshake after its loop, so when the last ACK is lost the side that sent
-# last never completes (rxe with retry_cnt 7 retries forever), whoever the peers are. perftest
-# closes with a handshake after all completions: its rows get no second chance.
+# onecase NAME LOSS ...: runcase, and for a pingpong row with faults one more attempt after a
+# failure: ibv_*_pingpong has no handshake after its loop, so when the last ACK is lost the side
+# that sent last never completes (rxe with retry_cnt 7 retries forever), whoever the peers are.
+# perftest closes with a handshake after all completions: its rows get no second chance.
 onecase() {
   local name=$1 first=""
   want "$name" || return 0
   echo "== $name"
   runcase "$@"
-  if [ "$RES" = FAIL ] && [ "$3" = yes ] && [ "$2" != bw ]; then
+  if [ "$RES" = FAIL ] && [ "$2" = yes ] && [[ $5 == *pp ]]; then
     first=$NOTE; mv "$RUN/$name.host" "$RUN/$name.try1.host" 2>/dev/null
     cp "$(gout "$name")" "$RUN/guest-$name.try1.out" 2>/dev/null
     echo "   attempt 1 FAIL: $first"; echo "   retrying"
@@ -133,20 +132,45 @@ onecase() {
   row "$name" "$RES" "$FIG" "$NOTE"
 }
 
+RC="ibv_rc_pingpong -d \$DEV -g \$G -p 18515"
+UD="ibv_ud_pingpong -d \$DEV -g \$G -p 18515 -s $UD_SIZE"
+SRQ="ibv_srq_pingpong -d \$DEV -g \$G -p 18515 -q $SRQ_Q"
 for loss in no yes; do
-  suf=""; [ $loss = yes ] && suf=-loss5
-  onecase pingpong-sf-to-rxe$suf  pp-sf-client  $loss
-  onecase pingpong-rxe-to-sf$suf  pp-rxe-client $loss
-  onecase write-sf-to-rxe$suf     bw $loss write 18516
-  onecase send-sf-to-rxe$suf      bw $loss send  18517
-  onecase read-sf-to-rxe$suf      bw $loss read  18518
+  suf=""; n=$PP_N; bn=$BW_N; [ $loss = yes ] && { suf=-loss5; n=$PP_LOSS_N; bn=$BW_LOSS_N; }
+  onecase rc-pingpong-sf-to-rxe$suf  $loss rxe 18515 pp "pingpong -n $n $GIP" "$RC -n $n"
+  onecase rc-pingpong-rxe-to-sf$suf  $loss sf  18515 pp "pingpong -n $n" "$RC -n $n $HIP"
+  if [ $loss = no ]; then # UD is unreliable: a lost datagram stalls ibv_ud_pingpong for good
+    onecase ud-pingpong-sf-to-rxe    $loss rxe 18515 pp "pingpong --ud -s $UD_SIZE -n $n $GIP" "$UD -n $n"
+    onecase ud-pingpong-rxe-to-sf    $loss sf  18515 pp "pingpong --ud -s $UD_SIZE -n $n" "$UD -n $n $HIP"
+  fi
+  onecase srq-pingpong-sf-to-rxe$suf $loss rxe 18515 pp "pingpong --srq -q $SRQ_Q -n $n $GIP" "$SRQ -n $n"
+  onecase srq-pingpong-rxe-to-sf$suf $loss sf  18515 pp "pingpong --srq -q $SRQ_Q -n $n" "$SRQ -n $n $HIP"
+  for op in write send read atomic; do
+    s="-s $BW_SIZE"; ss="--size $BW_SIZE"; [ $op = atomic ] && { s=""; ss=""; }
+    PT="ib_${op}_bw -F -d \$DEV -x \$G -p 18516 $s -n $bn"
+    onecase $op-bw-sf-to-rxe$suf $loss rxe 18516 bw "perf $op --perftest $GIP --port 18516 $ss --iters $bn --timeout 140s" "$PT"
+    onecase $op-bw-rxe-to-sf$suf $loss sf  18516 bw "perf $op --perftest-server --port 18516 $ss --iters $bn --timeout 140s" "$PT $HIP"
+  done
+  if [ $loss = no ]; then
+    # every size (perftest -a: 2 B to 8 MiB) and several QPs
+    for op in write read; do
+      PT="ib_${op}_bw -F -d \$DEV -x \$G -p 18516 -a -n $ALL_N"
+      onecase $op-bw-all-sf-to-rxe $loss rxe 18516 T=280,bw "perf $op --perftest $GIP --port 18516 --all --iters $ALL_N --timeout 270s" "$PT"
+      onecase $op-bw-all-rxe-to-sf $loss sf  18516 T=280,bw "perf $op --perftest-server --port 18516 --all --iters $ALL_N --timeout 270s" "$PT $HIP"
+    done
+    for op in write send; do
+      PT="ib_${op}_bw -F -d \$DEV -x \$G -p 18516 -q $BW_Q -s $BW_SIZE -n $BW_N"
+      onecase $op-bw-q$BW_Q-sf-to-rxe $loss rxe 18516 bw "perf $op --perftest $GIP --port 18516 --qps $BW_Q --size $BW_SIZE --iters $BW_N --timeout 140s" "$PT"
+      onecase $op-bw-q$BW_Q-rxe-to-sf $loss sf  18516 bw "perf $op --perftest-server --port 18516 --qps $BW_Q --size $BW_SIZE --iters $BW_N --timeout 140s" "$PT $HIP"
+    done
+  fi
 done
 
 sfx stats $TAP > "$RUN/stats.final" 2>&1
 gjob dmesg 20 'dmesg | grep -iE "rxe|rdma|infiniband" | tail -30'; gwait dmesg 30; cp "$(gout dmesg)" "$RUN/guest-dmesg.txt" 2>/dev/null
 echo
 echo "== softfabric interop with Linux rxe ($(awk '{print $1, $3}' "$B/share-interop/out/versions.txt" 2>/dev/null | head -1); ${BW_SIZE} B messages for BW)"
-printf '%-25s %-5s %-18s %s\n' case result figure notes
+printf '%-27s %-5s %-24s %s\n' case result figure notes
 for r in "${ROWS[@]}"; do echo "$r"; done
 echo "softfabric stats $TAP (whole run):"; sed 's/^/  /' "$RUN/stats.final"
 [ $FAILED = 0 ] && echo "interop: all passed" || echo "interop: FAILED"

@@ -1,0 +1,248 @@
+package perf
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/softfabric/softfabric/dataplane/mr"
+	"github.com/softfabric/softfabric/dataplane/verbs"
+)
+
+// The data path of perftest's BW tests, counted as perftest counts it:
+// every QP runs Iters requests (run_iter_bw) and a send server expects
+// Iters messages on every QP (run_iter_bw_server), so the totals are
+// Iters × QPs on both sides, whatever the order of the requests.
+
+const (
+	ptTxDepth = 128 // DEF_TX_BW: requests in flight per QP
+	ptBurst   = 64  // requests per post, the last one signalled
+	ptSlices  = 20  // peak bandwidth: the best of up to this many equal slices
+	mib       = 1 << 20
+)
+
+// ptRun is run_iter_bw for one size: the client's side of a write, read,
+// send or atomic test, timed from the first post to the last completion.
+// Nothing in its loop allocates.
+func (s *session) ptRun(ctx context.Context, cfg PerftestConfig, size, mtu int, peers []qpInfo) (Result, PerftestLine, error) {
+	nq := len(s.qps)
+	wrs := make([]verbs.SendWR, nq)
+	length := size
+	if cfg.Op == "atomic" {
+		length = 8
+	}
+	sge := [1]mr.SGE{{Addr: s.buf.Addr(), Length: uint32(length), LKey: s.buf.LKey()}}
+	for i := range wrs {
+		wrs[i] = verbs.SendWR{SGL: sge[:], RemoteAddr: peers[i].VA, RKey: peers[i].RKey}
+		switch {
+		case cfg.Op == "write":
+			wrs[i].Op = verbs.OpWrite
+		case cfg.Op == "read":
+			wrs[i].Op = verbs.OpRead
+		case cfg.Op == "send":
+			wrs[i].Op = verbs.OpSend
+		case cfg.CmpSwap:
+			wrs[i].Op, wrs[i].CompareAdd, wrs[i].Swap = verbs.OpCmpSwap, 0, 1
+		default:
+			wrs[i].Op, wrs[i].CompareAdd = verbs.OpFetchAdd, 1
+		}
+	}
+	perQP, total := cfg.Iters, cfg.Iters*nq
+	var deadline time.Time
+	if cfg.Duration > 0 {
+		perQP, total = math.MaxInt, math.MaxInt
+		deadline = time.Now().Add(cfg.Duration)
+	}
+	// Per QP: requests posted and completed, and the sizes of the bursts
+	// in flight (a ring: each burst ends with its one signalled request,
+	// and a QP's completions come in order).
+	posted := make([]int, nq)
+	done := make([]int, nq)
+	ring := make([]int32, nq*ptTxDepth)
+	head := make([]int, nq)
+	inRing := make([]int, nq)
+	qpIndex := make(map[uint32]int, nq)
+	for i, q := range s.qps {
+		qpIndex[q.QPN()] = i
+	}
+	before := s.transportStats()
+	// Completions come a burst at a time: a slice spans a few bursts at
+	// least, or the run has a single slice (peak = average).
+	slices := 1
+	if cfg.Duration == 0 {
+		slices = max(1, min(ptSlices, total/(4*ptBurst)))
+	}
+	marks := make([]time.Time, 0, slices)
+	completed := 0
+	stop := false
+	start := time.Now()
+	last := start
+	for loop := 1; ; loop++ {
+		for i := 0; i < nq && !stop; i++ {
+			for posted[i] < perQP && posted[i]-done[i] < ptTxDepth {
+				n := min(ptBurst, perQP-posted[i], ptTxDepth-(posted[i]-done[i]))
+				for k := 0; k < n; k++ {
+					wrs[i].Flags = 0
+					if k == n-1 {
+						wrs[i].Flags = verbs.Signaled
+					}
+					if err := s.qps[i].PostSend(&wrs[i]); err != nil {
+						return Result{}, PerftestLine{}, err
+					}
+				}
+				ring[i*ptTxDepth+(head[i]+inRing[i])%ptTxDepth] = int32(n)
+				inRing[i]++
+				posted[i] += n
+			}
+		}
+		if _, err := s.d.Progress(); err != nil {
+			return Result{}, PerftestLine{}, err
+		}
+		n := s.sendCQ.Poll(s.cs)
+		if n > 0 {
+			last = time.Now()
+			for _, e := range s.cs[:n] {
+				if e.Status != verbs.Success {
+					return Result{}, PerftestLine{}, fmt.Errorf("%s of %d bytes completed with %v after %d requests (QP %d: %s)", cfg.Op, size, e.Status, completed, e.QPN, s.qpStats(e.QPN))
+				}
+				i, ok := qpIndex[e.QPN]
+				if !ok || inRing[i] == 0 {
+					return Result{}, PerftestLine{}, fmt.Errorf("unexpected completion on QP %d", e.QPN)
+				}
+				b := int(ring[i*ptTxDepth+head[i]])
+				head[i] = (head[i] + 1) % ptTxDepth
+				inRing[i]--
+				done[i] += b
+				completed += b
+			}
+			if cfg.Duration > 0 {
+				stop = stop || last.After(deadline)
+			} else {
+				for k := len(marks); k < slices && completed >= (k+1)*total/slices; k++ {
+					marks = append(marks, last)
+				}
+			}
+		}
+		if loop&4095 == 0 && ctx.Err() != nil {
+			return Result{}, PerftestLine{}, ctx.Err()
+		}
+		if completed == total || stop && inFlight(posted, done) == 0 {
+			break
+		}
+	}
+	elapsed := max(last.Sub(start), time.Nanosecond)
+	bytes := float64(completed) * float64(size)
+	line := PerftestLine{Bytes: uint64(size), Iters: uint64(completed),
+		BWAvg: bytes / elapsed.Seconds() / mib, MsgRate: float64(completed) / elapsed.Seconds() / 1e6}
+	line.BWPeak = line.BWAvg
+	prev := start
+	for k, m := range marks {
+		if dt := m.Sub(prev).Seconds(); dt > 0 && slices > 1 {
+			n := (k+1)*total/slices - k*total/slices
+			line.BWPeak = max(line.BWPeak, float64(n)*float64(size)/dt/mib)
+		}
+		prev = m
+	}
+	r := line.result(cfg.Op, cfg.QPs, mtu)
+	r.Seconds = elapsed.Seconds()
+	after := s.transportStats()
+	r.Retransmits, r.Timeouts, r.Probes, r.SeqNAKs = after[0]-before[0], after[1]-before[1], after[2]-before[2], after[3]-before[3]
+	return r, line, nil
+}
+
+func inFlight(posted, done []int) int {
+	n := 0
+	for i := range posted {
+		n += posted[i] - done[i]
+	}
+	return n
+}
+
+// transportStats sums the QPs' retransmits, timeouts, tail probes and
+// sequence NAKs.
+func (s *session) transportStats() [4]uint64 {
+	var t [4]uint64
+	for _, q := range s.qps {
+		st := q.Stats()
+		t[0] += st.Retransmits
+		t[1] += st.Timeouts
+		t[2] += st.Probes
+		t[3] += st.SeqNAKsRcvd
+	}
+	return t
+}
+
+// result is a line in softfabric's units (MB = 10^6 bytes), for --json.
+func (l PerftestLine) result(op string, qps, mtu int) Result {
+	r := Result{Op: op, Bytes: int(l.Bytes), Iters: int(l.Iters), QPs: qps, MTU: mtu, MsgRateMpps: l.MsgRate,
+		BWAvgMBps: l.BWAvg * mib / 1e6, BWPeakMBps: l.BWPeak * mib / 1e6}
+	r.BWAvgGbps, r.BWPeakGbps = r.BWAvgMBps*8/1e3, r.BWPeakMBps*8/1e3
+	if l.BWAvg > 0 && l.MsgRate > 0 {
+		r.Seconds = float64(l.Iters) / (l.MsgRate * 1e6)
+	}
+	return r
+}
+
+// ptReceiver is the send server's side of run_iter_bw_server: it counts
+// receive completions per QP and keeps the shared receive queue full.
+type ptReceiver struct {
+	s           *session
+	length      int // of each receive
+	qpIndex     map[uint32]int
+	perQP       []int
+	total       int
+	first, last time.Time
+}
+
+func newPTReceiver(s *session, length int) *ptReceiver {
+	r := &ptReceiver{s: s, length: length, qpIndex: make(map[uint32]int, len(s.qps)), perQP: make([]int, len(s.qps))}
+	for i, q := range s.qps {
+		r.qpIndex[q.QPN()] = i
+	}
+	return r
+}
+
+// reset starts counting a new size.
+func (r *ptReceiver) reset() {
+	clear(r.perQP)
+	r.total = 0
+}
+
+// started marks the moment the client may start sending: the barrier
+// answered.
+func (r *ptReceiver) started() { r.first = time.Now() }
+
+// poll takes the receive completions there are and reposts receives.
+func (r *ptReceiver) poll() (bool, error) {
+	n := r.s.recvCQ.Poll(r.s.cs)
+	if n == 0 {
+		return false, nil
+	}
+	now := time.Now()
+	for _, e := range r.s.cs[:n] {
+		if e.Status != verbs.Success {
+			return false, fmt.Errorf("receive %d completed with %v (a message larger than --size %d?)", r.total+1, e.Status, r.length)
+		}
+		i, ok := r.qpIndex[e.QPN]
+		if !ok {
+			return false, fmt.Errorf("receive completion on unknown QP %d", e.QPN)
+		}
+		r.perQP[i]++
+	}
+	r.total += n
+	r.last = now
+	return true, r.s.postRecvs(r.length)
+}
+
+// line is print_report_bw for the server: noPeak, and the time to the
+// last receive completion. perftest starts the clock at the first one
+// (set_on_first_rx_packet); we start it when the client may start
+// sending, one message and one TCP message earlier, which is the same in
+// any run long enough to measure and not zero when all of a short run's
+// receives complete in one poll.
+func (r *ptReceiver) line(size int) PerftestLine {
+	dt := max(r.last.Sub(r.first), time.Nanosecond).Seconds()
+	return PerftestLine{Bytes: uint64(size), Iters: uint64(r.total),
+		BWAvg: float64(r.total) * float64(size) / dt / mib, MsgRate: float64(r.total) / dt / 1e6}
+}

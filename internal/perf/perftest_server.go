@@ -1,0 +1,342 @@
+package perf
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/softfabric/softfabric/device"
+)
+
+// The server side of perftest's exchange (see perftest.go): what the
+// ib_*_bw mains do when started without a server name, so that unmodified
+// perftest clients can measure softfabric.
+
+// PerftestServed is what ServePerftest saw and what perftest's server
+// would print.
+type PerftestServed struct {
+	ClientVersion string
+	Client        []PerftestQP // the client's queue pairs
+	MTU           int          // the path MTU both sides agreed
+	// Lines are the rows perftest's server prints: for write, read and
+	// atomic the client's own report (one, of its last size, even with
+	// -a); for send the receive bandwidth this side measured, per size.
+	Lines []PerftestLine
+	// Results are the lines in softfabric's units, for --json; Received
+	// is set for send.
+	Results []Result
+}
+
+// ptServe runs the server's steps once its QPs are connected: the device
+// runs while each message is awaited, as a verbs device runs by itself
+// beside perftest's blocking reads.
+type ptServe struct {
+	d    *device.Device
+	c    *ptConn
+	hook func() (bool, error) // runs with the device (the send server's receives)
+}
+
+// await runs the device (and hook) until ch delivers. The device backs off
+// to a blocking wait when idle, leaving the processor to the goroutine
+// reading the message, and the hook allocates nothing.
+func (sv *ptServe) await(ch <-chan ptMsg) ([]byte, error) {
+	var got ptMsg
+	err := sv.d.Run(sv.c.ctx, func() (bool, error) {
+		select {
+		case got = <-ch:
+			return false, errFinished
+		default:
+		}
+		if sv.hook != nil {
+			return sv.hook()
+		}
+		return false, nil
+	})
+	if err != errFinished {
+		return nil, err
+	}
+	return got.b, got.err
+}
+
+// xchg is the server's half of a step: read the client's message (within
+// to, 0 for no limit), then answer with msg.
+func (sv *ptServe) xchg(what string, msg []byte, to time.Duration) ([]byte, error) {
+	rem, err := sv.await(sv.c.readAsync(what, len(msg), to))
+	if err != nil {
+		return nil, err
+	}
+	return rem, sv.c.write(what, msg)
+}
+
+// ServePerftest answers one unmodified perftest BW client (ib_write_bw,
+// ib_read_bw, ib_send_bw or ib_atomic_bw -F -x N SERVER) accepted on l,
+// as perftest's own server does, and returns what it printed. cfg must
+// match the client's command line where perftest does not exchange it:
+// -q, -a, and for send -s and -n (the server counts -n receives on each
+// QP); write and read need a Size at least the client's -s.
+func ServePerftest(ctx context.Context, d *device.Device, l net.Listener, cfg PerftestConfig) (PerftestServed, error) {
+	var sv PerftestServed
+	if err := cfg.check(); err != nil {
+		return sv, err
+	}
+	if cfg.Duration > 0 {
+		return sv, errors.New("perftest: a server runs as long as its client; no --duration")
+	}
+	if cfg.MTU == 0 || cfg.MTU > d.ActiveMTU() {
+		cfg.MTU = d.ActiveMTU()
+	}
+	if dl, ok := l.(interface{ SetDeadline(time.Time) error }); ok {
+		stop := context.AfterFunc(ctx, func() { _ = dl.SetDeadline(time.Now()) })
+		defer stop()
+	}
+	nc, err := l.Accept()
+	if err != nil {
+		if ctx.Err() != nil {
+			return sv, ctx.Err()
+		}
+		return sv, err
+	}
+	defer nc.Close()
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Now()) })
+	defer stop()
+	c := &ptConn{c: nc, ctx: ctx, to: 60 * time.Second, server: true}
+
+	p, err := c.prelude(cfg.MTU)
+	if err != nil {
+		return sv, err
+	}
+	sv.ClientVersion, sv.MTU = p.version, p.mtu
+
+	// The client's requests of a QP land at its VA onwards, stepping
+	// through one cycle buffer for messages up to half of it
+	// (increase_rem_addr), through the message itself for larger ones.
+	s, err := newSession(d, cfg.QPs, max(cfg.Size, p.cycle)+p.cycle)
+	if err != nil {
+		return sv, err
+	}
+	defer s.close()
+	local, _ := localAddr(nc)
+	gid, ok := d.GID(local)
+	if !ok {
+		return sv, fmt.Errorf("no GID for %v on %s", local, d.Name())
+	}
+	mine := make([]ptDest, cfg.QPs)
+	for i, q := range s.qps {
+		mine[i] = ptDest{OutReads: ptOutReads, QPN: q.QPN(), PSN: s.psns[i], RKey: s.buf.RKey(), VA: s.buf.Addr(), GID: gid.As16()}
+	}
+	theirs, err := c.keys("QP keys", mine)
+	if err != nil {
+		return sv, err
+	}
+	sv.Client = perftestQPs(theirs)
+	if err := checkGIDs(gid, theirs, "client"); err != nil {
+		return sv, err
+	}
+	for i, q := range s.qps {
+		t := theirs[i]
+		// Our responder resources are the out_reads we announced, which
+		// the client takes as its initiator depth.
+		r := device.Remote{QPN: t.QPN, PSN: t.PSN, GID: netip.AddrFrom16(t.GID)}
+		if err := d.ConnectRC(ctx, q, s.psns[i], r, device.ConnectOptions{PathMTU: p.mtu, RdAtomic: ptOutReads}); err != nil {
+			return sv, fmt.Errorf("connecting QP %d: %w", q.QPN(), err)
+		}
+	}
+
+	srv := &ptServe{d: d, c: c}
+	barrier := func(what string, to time.Duration) error {
+		rem, err := srv.xchg(what, mine[0].marshal(), to)
+		if err == nil {
+			_, err = parsePTDest(rem)
+		}
+		return err
+	}
+	keysAgain := func() error {
+		for i := range mine {
+			rem, err := srv.xchg("QP keys again", mine[i].marshal(), c.to)
+			if err == nil {
+				_, err = parsePTDest(rem)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if cfg.Op == "send" {
+		if err := barrier("after connect", c.to); err != nil {
+			return sv, err
+		}
+		if err := keysAgain(); err != nil {
+			return sv, err
+		}
+		if sv.Lines, err = srv.receive(s, cfg, mine[0]); err != nil {
+			return sv, err
+		}
+		if cfg.All {
+			if err := barrier("close", c.to); err != nil {
+				return sv, err
+			}
+		}
+	} else {
+		if err := keysAgain(); err != nil {
+			return sv, err
+		}
+		if err := barrier("after RTR", c.to); err != nil {
+			return sv, err
+		}
+		// The test runs; the client's next message says it has finished,
+		// whenever that is.
+		if err := barrier("end of test", 0); err != nil {
+			return sv, err
+		}
+		rep, err := srv.report(p.rv)
+		if err != nil {
+			return sv, err
+		}
+		sv.Lines = []PerftestLine{{Bytes: rep.Size, Iters: rep.Iters, BWPeak: rep.BWPeak, BWAvg: rep.BWAvg, MsgRate: rep.MsgRate}}
+		if err := barrier("close", c.to); err != nil {
+			return sv, err
+		}
+	}
+	c.finish()
+	for _, l := range sv.Lines {
+		r := l.result(cfg.Op, cfg.QPs, p.mtu)
+		if cfg.Op == "send" {
+			r.Received = int(l.Iters)
+		}
+		sv.Results = append(sv.Results, r)
+	}
+	return sv, nil
+}
+
+// report is the server's half of xchg_bw_reports: it reads the client's
+// fields and answers each with its own, which perftest's server never
+// fills in (zeros here).
+func (sv *ptServe) report(remote float64) (ptReport, error) {
+	itersSize := 8
+	if remote < 5.33 {
+		itersSize = 4
+	}
+	var f [5][]byte
+	for i, n := range []int{8, itersSize, 8, 8, 8} {
+		var err error
+		if f[i], err = sv.xchg("BW report", make([]byte, n), sv.c.to); err != nil {
+			return ptReport{}, err
+		}
+	}
+	u64 := func(b []byte) uint64 {
+		if len(b) == 4 {
+			return uint64(binary.BigEndian.Uint32(b))
+		}
+		return binary.BigEndian.Uint64(b)
+	}
+	return ptReport{Size: u64(f[0]), Iters: u64(f[1]),
+		BWPeak: math.Float64frombits(u64(f[2])), BWAvg: math.Float64frombits(u64(f[3])), MsgRate: math.Float64frombits(u64(f[4]))}, nil
+}
+
+// receive is the send server's test, size by size: post receives, 1
+// barrier, count Iters receives on every QP (run_iter_bw_server), then
+// answer the client's next message: the barrier after each size with -a,
+// else the closing one (ctx_close_connection's hand-shake).
+func (sv *ptServe) receive(s *session, cfg PerftestConfig, me ptDest) ([]PerftestLine, error) {
+	rcv := newPTReceiver(s, cfg.Size)
+	if err := s.postRecvs(cfg.Size); err != nil {
+		return nil, err
+	}
+	sv.hook = rcv.poll
+	defer func() { sv.hook = nil }()
+	want := cfg.Iters * cfg.QPs
+	var lines []PerftestLine
+	for _, size := range cfg.sizes() {
+		rcv.reset()
+		rem, err := sv.xchg(fmt.Sprintf("receives posted (%d bytes)", size), me.marshal(), sv.c.to)
+		if err == nil {
+			_, err = parsePTDest(rem)
+		}
+		if err != nil {
+			return nil, err
+		}
+		rcv.started()
+		what := fmt.Sprintf("after %d bytes", size)
+		if !cfg.All {
+			what = "close"
+		}
+		next := sv.c.readAsync(what, ptKeySizeGID, 0)
+		var early *ptMsg
+		err = sv.d.Run(sv.c.ctx, func() (bool, error) {
+			select {
+			case m := <-next:
+				early = &m
+				return false, errFinished
+			default:
+			}
+			did, err := rcv.poll()
+			if err == nil && rcv.total >= want {
+				err = errFinished
+			}
+			return did, err
+		})
+		if err != errFinished {
+			return nil, err
+		}
+		if early != nil {
+			// The client has finished: whatever it sent is in by now, if
+			// not yet taken from the queue.
+			for end := time.Now().Add(10 * time.Millisecond); rcv.total < want && time.Now().Before(end); {
+				if _, err := sv.d.Progress(); err != nil {
+					return nil, err
+				}
+				if _, err := rcv.poll(); err != nil {
+					return nil, err
+				}
+			}
+			if early.err != nil {
+				return nil, early.err
+			}
+			if rcv.total < want {
+				return nil, fmt.Errorf("perftest: the client finished %d-byte messages after sending %d of %d (its -n and -q must match --iters %d and --qps %d)", size, rcv.total, want, cfg.Iters, cfg.QPs)
+			}
+		}
+		lines = append(lines, rcv.line(size))
+		if err := sv.answer(what, next, early, rcv, want, cfg, me); err != nil {
+			return nil, err
+		}
+	}
+	return lines, nil
+}
+
+// answer waits for the client's message after a size, checks that no
+// more messages came than counted, and answers it.
+func (sv *ptServe) answer(what string, next <-chan ptMsg, early *ptMsg, rcv *ptReceiver, want int, cfg PerftestConfig, me ptDest) error {
+	var rem []byte
+	var err error
+	if early != nil {
+		rem = early.b
+	} else if rem, err = sv.await(next); err != nil {
+		return err
+	}
+	if err := sv.checkCount(rcv, want, cfg); err != nil {
+		return err
+	}
+	if _, err := parsePTDest(rem); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return sv.c.write(what, me.marshal())
+}
+
+func (sv *ptServe) checkCount(rcv *ptReceiver, want int, cfg PerftestConfig) error {
+	if rcv.total > want {
+		return fmt.Errorf("perftest: the client sent %d messages, more than --iters %d × --qps %d", rcv.total, cfg.Iters, cfg.QPs)
+	}
+	for i, n := range rcv.perQP {
+		if n != cfg.Iters {
+			return fmt.Errorf("perftest: QP %d received %d messages; perftest's clients send -n (--iters %d) on each QP", i, n, cfg.Iters)
+		}
+	}
+	return nil
+}
