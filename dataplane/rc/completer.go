@@ -204,6 +204,7 @@ func (r *requester) findWQE(ps psn.PSN) *sendWQE {
 func (r *requester) readResponse(q *QP, p *wire.Packet, ps psn.PSN, now int64) {
 	if !r.valid(ps) {
 		q.stats.DupResponses++
+		r.stillSending(q, now)
 		return
 	}
 	w := r.findWQE(ps)
@@ -222,6 +223,7 @@ func (r *requester) readResponse(q *QP, p *wire.Packet, ps psn.PSN, now int64) {
 			// A response is missing before this one, within this read.
 			r.askAgain(w, now, false)
 		}
+		r.stillSending(q, now)
 		return
 	}
 	k := w.placed
@@ -244,6 +246,18 @@ func (r *requester) readResponse(q *QP, p *wire.Packet, ps psn.PSN, now int64) {
 	w.placed++
 	w.askedAt = 0 // a gap after this is a new loss, not the rest of an old one
 	r.answered(q, w, now)
+}
+
+// stillSending restarts the timers on a read response that places nothing
+// (a stale or repeated one): the responder is still streaming an earlier
+// response, and a repeated request now would only queue behind it, to be
+// answered with one more copy of the whole rest of the read. The probe
+// and the retransmit timer run from when the stream goes quiet; the
+// probe count is not reset, so probes stay bounded.
+func (r *requester) stillSending(q *QP, now int64) {
+	if r.outstanding() && r.rnrUntil == 0 {
+		r.armTimer(q, now)
+	}
 }
 
 // answered moves compPSN after a response placed into w, when w is the

@@ -280,3 +280,45 @@ func TestLostRepeatShownByLaterRequests(t *testing.T) {
 		t.Fatalf("stats %+v, requests %+v: want two repeats, no probe, no timeout", st, asks)
 	}
 }
+
+// TestLargeReadSlowResponder: a 256-packet read behind a slow line (the
+// response takes ~14 ms to arrive), with a packet lost from the response
+// and then the first packet of the repeat: the requester asks again only
+// when the stream of stale packets has ended, not once per probe timeout
+// while the responder is still sending, and never times out.
+func TestLargeReadSlowResponder(t *testing.T) {
+	f := newFixture(t, memlink.Config{BtoARate: 20e6}, transporttest.RCOptions{MTU: 1024, Timeout: 14})
+	f.postSend(verbs.SendWR{ID: 1000, Op: verbs.OpWrite, SGL: sge(f.ma, 0, 8), RemoteAddr: f.mb.Addr(), RKey: f.mb.RKey()})
+	f.wait(f.p.A.SendCQ, 1)
+	const size = 256 << 10
+	seen := map[uint32]int{}
+	var first uint32
+	k := 0
+	f.p.B.Filter.Func = func(p *wire.Packet) transporttest.Verdict {
+		if p.Info.Mask&wire.MaskReadResponse == 0 {
+			return transporttest.Pass
+		}
+		ps := p.BTH().PSN()
+		if k++; k == 1 {
+			first = ps
+		}
+		seen[ps]++
+		// Packet 10 of the response, and again the first time it is repeated.
+		if ps == (first+10)&psn.Mask && seen[ps] <= 2 {
+			return transporttest.Drop
+		}
+		return transporttest.Pass
+	}
+	fill(f.mb.Bytes()[:size], 79)
+	f.postSend(verbs.SendWR{ID: 1, Op: verbs.OpRead, SGL: sge(f.ma, 0, size), RemoteAddr: f.mb.Addr(), RKey: f.mb.RKey()})
+	if c := f.wait(f.p.A.SendCQ, 1)[0]; c.Status != verbs.Success {
+		t.Fatalf("read: %+v (stats %+v)", c, f.qa.Stats())
+	}
+	if !bytes.Equal(f.ma.Bytes()[:size], f.mb.Bytes()[:size]) {
+		t.Fatal("read data differs")
+	}
+	st := f.qa.Stats()
+	if st.Timeouts != 0 || st.AskedAgain+st.Probes > 2 || f.qb.Stats().DupRequests > 2 {
+		t.Fatalf("requester %+v, responder %+v: want two repeats in all, no timeout", st, f.qb.Stats())
+	}
+}

@@ -84,6 +84,11 @@ type Config struct {
 	Backpressure bool
 	// AtoB applies to frames sent by a, BtoA to frames sent by b.
 	AtoB, BtoA Faults
+	// AtoBRate and BtoARate are each direction's line rate in bytes per
+	// second (0: unlimited): a frame is due only once the frames before it
+	// have been serialised, then Delay later, so a long burst spreads out
+	// in time as it does behind a slow NIC or peer.
+	AtoBRate, BtoARate float64
 	// Seed fixes the fault pattern (math/rand/v2 PCG).
 	Seed uint64
 	// Now is the clock for Delay and ReorderDelay; nil means monotonic
@@ -134,6 +139,9 @@ func NewPair(cfg Config) (a, b *Endpoint) {
 			panic(err.Error())
 		}
 	}
+	if !(cfg.AtoBRate >= 0 && cfg.BtoARate >= 0) {
+		panic(fmt.Sprintf("memlink: line rates %v, %v: want 0 (unlimited) or positive", cfg.AtoBRate, cfg.BtoARate))
+	}
 	now := cfg.Now
 	if now == nil {
 		start := time.Now()
@@ -143,6 +151,7 @@ func NewPair(cfg Config) (a, b *Endpoint) {
 	// independent of the other's traffic.
 	ab := newPipe(cfg, cfg.AtoB, now, rand.NewPCG(cfg.Seed, 0x736f6674_61746f62))
 	ba := newPipe(cfg, cfg.BtoA, now, rand.NewPCG(cfg.Seed, 0x736f6674_62746f61))
+	ab.rate, ba.rate = cfg.AtoBRate, cfg.BtoARate
 	return &Endpoint{tx: ab, rx: ba, maxFrame: cfg.MaxFrame},
 		&Endpoint{tx: ba, rx: ab, maxFrame: cfg.MaxFrame}
 }
@@ -259,6 +268,8 @@ type pipe struct {
 	maxFrame     int
 	capacity     int
 	backpressure bool
+	rate         float64       // bytes per second, 0: unlimited
+	lineFree     time.Duration // when the line has serialised what it was given
 
 	slots []slot  // every buffer ever used; grows lazily to about capacity
 	free  []int32 // slots not in use
@@ -308,6 +319,10 @@ func (p *pipe) enqueue(f []byte, now time.Duration) {
 		p.stats.Corrupted++
 	}
 	s.at = now + p.faults.Delay
+	if p.rate > 0 {
+		p.lineFree = max(p.lineFree, now) + time.Duration(float64(len(f))*1e9/p.rate)
+		s.at = p.lineFree + p.faults.Delay
+	}
 	s.seq = p.seq
 	p.seq++
 	if p.faults.ReorderDelay > 0 {

@@ -672,3 +672,37 @@ func BenchmarkSendRecv(b *testing.B) {
 		})
 	}
 }
+
+// TestLineRate: with a line rate, a burst leaves one frame per
+// serialisation time, after the delay, and an idle line starts afresh.
+func TestLineRate(t *testing.T) {
+	var c clock
+	// One byte per nanosecond, plus 10 µs of delay.
+	const delay = 10 * time.Microsecond
+	a, b := NewPair(Config{Now: c.now, AtoB: Faults{Delay: delay}, AtoBRate: 1e9})
+	r := newReceiver(b.MaxFrame())
+	sendAll(t, a, 0, 10)
+	due := delay
+	for i := range 10 {
+		due += time.Duration(frameLen(i))
+		c.advance(due - 1 - c.now())
+		if got := r.drain(t, b); len(got) != 0 {
+			t.Fatalf("frame %d before it was serialised (due %v)", i, due)
+		}
+		c.advance(1)
+		if got := r.drain(t, b); len(got) != 1 || seqOf(got[0]) != i {
+			t.Fatalf("at %v: %d frames, want frame %d alone", c.now(), len(got), i)
+		}
+	}
+	c.advance(time.Millisecond)
+	start := c.now()
+	sendAll(t, a, 10, 1)
+	c.advance(delay + time.Duration(frameLen(10)) - 1)
+	if got := r.drain(t, b); len(got) != 0 {
+		t.Fatal("after idling: frame early")
+	}
+	c.advance(1)
+	if got := r.drain(t, b); len(got) != 1 {
+		t.Fatalf("after idling: %d frames at %v, want 1", len(got), c.now()-start)
+	}
+}
