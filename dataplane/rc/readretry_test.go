@@ -322,3 +322,43 @@ func TestLargeReadSlowResponder(t *testing.T) {
 		t.Fatalf("requester %+v, responder %+v: want two repeats in all, no timeout", st, f.qb.Stats())
 	}
 }
+
+// TestLostGoBackHeadProbed: a packet is lost, the responder NAKs the gap
+// (once: it stays silent about it until the packet arrives), and the
+// go-back's resend of that packet is lost too. A probe of the tail would
+// meet that silence; the requester's second probe resends the oldest
+// unacknowledged packet and recovers without the retransmit timeout.
+func TestLostGoBackHeadProbed(t *testing.T) {
+	f := newFixture(t, memlink.Config{}, transporttest.RCOptions{MTU: 1024, Timeout: 14})
+	f.postSend(verbs.SendWR{ID: 1000, Op: verbs.OpWrite, SGL: sge(f.ma, 0, 8), RemoteAddr: f.mb.Addr(), RKey: f.mb.RKey()})
+	f.wait(f.p.A.SendCQ, 1)
+	var target uint32
+	sent, hits := 0, 0
+	f.p.A.Filter.Func = func(p *wire.Packet) transporttest.Verdict {
+		if p.Info.Mask&wire.MaskWrite == 0 {
+			return transporttest.Pass
+		}
+		ps := p.BTH().PSN()
+		if sent++; sent == 1 {
+			target = (ps + 3) & psn.Mask
+		}
+		if ps == target {
+			if hits++; hits <= 2 { // the original and the go-back's resend
+				return transporttest.Drop
+			}
+		}
+		return transporttest.Pass
+	}
+	const size = 8 * 1024
+	fill(f.ma.Bytes()[:size], 80)
+	f.postSend(verbs.SendWR{ID: 1, Op: verbs.OpWrite, SGL: sge(f.ma, 0, size), RemoteAddr: f.mb.Addr(), RKey: f.mb.RKey()})
+	if c := f.wait(f.p.A.SendCQ, 1)[0]; c.Status != verbs.Success {
+		t.Fatalf("write: %+v", c)
+	}
+	if !bytes.Equal(f.ma.Bytes()[:size], f.mb.Bytes()[:size]) {
+		t.Fatal("data differs")
+	}
+	if st := f.qa.Stats(); st.Timeouts != 0 || st.SeqNAKsRcvd == 0 {
+		t.Fatalf("requester %+v responder %+v: want recovery by probe after the NAK, no timeout", st, f.qb.Stats())
+	}
+}

@@ -537,16 +537,25 @@ func (r *requester) resend(q *QP, i uint32, p psn.PSN, now int64, b *link.Batch)
 	return ok
 }
 
-// sendProbe resends the last packet sent, with AckReq, once everything up
-// to it has gone out (not in the middle of a go-back): the responder
-// answers with an ACK if everything arrived, or with a sequence NAK naming
-// the first missing PSN. When the last request is a read or an atomic, the
-// probe asks instead for the oldest response still missing.
+// sendProbe resends one packet with AckReq to make the responder speak. The
+// first probe after a flight went out whole resends its last packet: the
+// responder answers with an ACK if everything arrived, or with a sequence
+// NAK naming the first missing PSN, so a lost tail costs a round trip.
+// Later probes, and any probe in the middle of a go-back, resend the
+// oldest unacknowledged packet instead: a responder NAKs a gap only once
+// (IBTA; rxe too) and stays silent about it until the missing packet
+// arrives, so when that NAK or the go-back's first packet was lost, only
+// the missing packet itself gets the conversation going again. A probe
+// that lands on a read or an atomic asks for the oldest response still
+// missing.
 func (r *requester) sendProbe(q *QP, now int64, b *link.Batch) {
-	if !r.outstanding() || r.sendPSN != r.highSent || b.Room() == 0 {
+	if !r.outstanding() || b.Room() == 0 {
 		return
 	}
-	p := r.highSent.Sub(1)
+	p := r.compPSN
+	if r.probes == 0 && r.sendPSN == r.highSent {
+		p = r.highSent.Sub(1)
+	}
 	for i := r.head; i != r.tail; i++ {
 		w := &r.sq[i&r.mask]
 		if !w.started {
@@ -557,7 +566,10 @@ func (r *requester) sendProbe(q *QP, now int64, b *link.Batch) {
 		}
 		if w.wr.Op.NeedsResponse() {
 			for i = r.head; i != r.tail; i++ {
-				if w = &r.sq[i&r.mask]; w.wr.Op.NeedsResponse() && w.placed < w.npkts {
+				if w = &r.sq[i&r.mask]; !w.started {
+					return
+				}
+				if w.wr.Op.NeedsResponse() && w.placed < w.npkts {
 					break
 				}
 			}
