@@ -212,10 +212,8 @@ func (r *requester) readResponse(q *QP, p *wire.Packet, ps psn.PSN, now int64) {
 		q.stats.Dropped++
 		return
 	}
-	if w.first.After(r.ackedTo) {
-		// The responder executed everything before this read.
-		r.ackUpTo(q, w.first, now)
-	}
+	// The responder executed everything before this read.
+	r.impliedBy(q, w, now)
 	next := w.first.Add(w.placed)
 	if ps != next {
 		q.stats.DupResponses++
@@ -246,6 +244,20 @@ func (r *requester) readResponse(q *QP, p *wire.Packet, ps psn.PSN, now int64) {
 	w.placed++
 	w.askedAt = 0 // a gap after this is a new loss, not the rest of an old one
 	r.answered(q, w, now)
+}
+
+// impliedBy acknowledges everything before w, on a response to w: the
+// responder executed the requests in order. At the head there is nothing
+// before w to complete.
+func (r *requester) impliedBy(q *QP, w *sendWQE, now int64) {
+	if !w.first.After(r.ackedTo) {
+		return
+	}
+	if w == &r.sq[r.head&r.mask] {
+		r.ackedTo = w.first
+		return
+	}
+	r.ackUpTo(q, w.first, now)
 }
 
 // stillSending restarts the timers on a read response that places nothing
@@ -286,9 +298,7 @@ func (r *requester) atomicAck(q *QP, p *wire.Packet, ps psn.PSN, now int64) {
 		q.stats.Dropped++
 		return
 	}
-	if w.first.After(r.ackedTo) {
-		r.ackUpTo(q, w.first, now)
-	}
+	r.impliedBy(q, w, now)
 	if w.placed != 0 {
 		q.stats.DupResponses++
 		return
