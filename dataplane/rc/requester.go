@@ -238,7 +238,7 @@ func (r *requester) transmit(q *QP, now int64, b *link.Batch) {
 	if r.asks > 0 {
 		r.sendAsks(q, now, b)
 	}
-	if r.probe != 0 && now >= r.probe {
+	if r.probe != 0 && now >= r.probe && b.Room() > 0 {
 		r.probe = 0
 		r.sendProbe(q, now, b)
 	}
@@ -440,16 +440,24 @@ func (r *requester) armTimer(q *QP, now int64) {
 	if q.timeout != 0 && r.outstanding() {
 		r.timer = now + q.timeout
 	}
-	r.armProbe(now)
+	r.armProbe(q, now)
 }
 
-// armProbe sets the probe timer for the next probe, if one is due.
-func (r *requester) armProbe(now int64) {
+// armProbe sets the probe timer for the next probe, if one is due. Each
+// wait is capped at a quarter of the retransmit timeout, so that the probes
+// still come before the timer on a path whose round trips are long
+// (a responder that serves queued reads one after the other stretches
+// every sample).
+func (r *requester) armProbe(q *QP, now int64) {
 	r.probe = 0
 	if !r.outstanding() || r.srtt == 0 || r.probes >= maxProbes {
 		return
 	}
-	r.probe = now + r.pto()<<r.probes
+	d := r.pto() << r.probes
+	if q.timeout != 0 {
+		d = min(d, q.timeout/(maxProbes+1))
+	}
+	r.probe = now + d
 	if r.timer != 0 && r.probe >= r.timer {
 		r.probe = 0
 	}
@@ -565,27 +573,39 @@ func (r *requester) sendProbe(q *QP, now int64, b *link.Batch) {
 			continue
 		}
 		if w.wr.Op.NeedsResponse() {
-			for i = r.head; i != r.tail; i++ {
-				if w = &r.sq[i&r.mask]; !w.started {
-					return
-				}
-				if w.wr.Op.NeedsResponse() && w.placed < w.npkts {
-					break
-				}
+			if j, wj := r.oldestUnanswered(); wj != nil {
+				i, p = j, wj.first.Add(wj.placed)
+			} else if p != r.compPSN {
+				// Every response is in: what is missing is the ACK of a
+				// send or write before the last request.
+				p = r.compPSN
+				i = r.head - 1
+				continue
 			}
-			if i == r.tail {
-				return
-			}
-			p = w.first.Add(w.placed)
 		}
 		if !r.resend(q, i, p, now, b) {
 			return
 		}
 		r.probes++
 		q.stats.Probes++
-		r.armProbe(now)
+		r.armProbe(q, now)
 		return
 	}
+}
+
+// oldestUnanswered returns the oldest started read or atomic whose response
+// is not all placed.
+func (r *requester) oldestUnanswered() (uint32, *sendWQE) {
+	for i := r.head; i != r.tail; i++ {
+		w := &r.sq[i&r.mask]
+		if !w.started {
+			break
+		}
+		if w.wr.Op.NeedsResponse() && w.placed < w.npkts {
+			return i, w
+		}
+	}
+	return 0, nil
 }
 
 // retry handles a retransmit timeout: go back to the oldest unacknowledged
