@@ -59,4 +59,8 @@ done
 # repeated read responses (20 % loss on what rxe sends)
 cap write-sf-client-loss rxe 18516 "perf write --perftest $GIP --port 18516 --size 4096 --iters 20" "ib_write_bw -F -d \$DEV -x \$G -p 18516 -s 4096 -n 20" "" "loss=20%"
 cap read-sf-client-loss  rxe 18516 "perf read --perftest $GIP --port 18516 --size 4096 --iters 20" "ib_read_bw -F -d \$DEV -x \$G -p 18516 -s 4096 -n 20" "loss 20%"
+# rxe as the requester under loss: its writes lost (netem: softfabric NAKs, rxe goes back), and
+# softfabric's read responses lost (faulty: rxe asks again for the rest of a read)
+cap write-rxe-client-loss sf 18516 "perf write --perftest-server --port 18516 --size 4096 --iters 5" "ib_write_bw -F -d \$DEV -x \$G -p 18516 -s 4096 -n 5 $HIP" "loss 10%"
+cap read-rxe-client-loss  sf 18516 "perf read --perftest-server --port 18516 --size 4096 --iters 5" "ib_read_bw -F -d \$DEV -x \$G -p 18516 -s 4096 -n 5 $HIP" "" "loss=10%"
 ls -la "$OUT"
