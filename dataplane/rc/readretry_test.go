@@ -3,7 +3,6 @@ package rc_test
 import (
 	"bytes"
 	"testing"
-	"time"
 
 	"github.com/softfabric/softfabric/dataplane/link/memlink"
 	"github.com/softfabric/softfabric/dataplane/psn"
@@ -361,39 +360,5 @@ func TestLostGoBackHeadProbed(t *testing.T) {
 	}
 	if st := f.qa.Stats(); st.Timeouts != 0 || st.SeqNAKsRcvd == 0 {
 		t.Fatalf("requester %+v responder %+v: want recovery by probe after the NAK, no timeout", st, f.qb.Stats())
-	}
-}
-
-// TestProbesBeatTheTimerOnLongPaths: on a path whose round trip (here 20
-// ms) is close to the retransmit timeout (67 ms), probes doubling from two
-// round trips would all come after the timer; capped at a quarter of the
-// timeout they still come first, and a lost tail (lost twice) is recovered
-// without a timeout.
-func TestProbesBeatTheTimerOnLongPaths(t *testing.T) {
-	const delay = 10 * time.Millisecond
-	f := newFixture(t, memlink.Config{AtoB: memlink.Faults{Delay: delay}, BtoA: memlink.Faults{Delay: delay}}, transporttest.RCOptions{MTU: 1024, Timeout: 14})
-	f.p.Quantum = 100_000 // 100 µs steps: the test spans tens of milliseconds
-	f.postSend(verbs.SendWR{ID: 1000, Op: verbs.OpWrite, SGL: sge(f.ma, 0, 8), RemoteAddr: f.mb.Addr(), RKey: f.mb.RKey()})
-	f.wait(f.p.A.SendCQ, 1)
-	var last uint32
-	hits := 0
-	f.p.A.Filter.Func = func(p *wire.Packet) transporttest.Verdict {
-		if p.Opcode == wire.RCWriteLast {
-			last = p.BTH().PSN()
-		}
-		if p.Info.Mask&wire.MaskWrite != 0 && p.BTH().PSN() == last && last != 0 {
-			if hits++; hits <= 2 {
-				return transporttest.Drop
-			}
-		}
-		return transporttest.Pass
-	}
-	fill(f.ma.Bytes()[:4096], 81)
-	f.postSend(verbs.SendWR{ID: 1, Op: verbs.OpWrite, SGL: sge(f.ma, 0, 4096), RemoteAddr: f.mb.Addr(), RKey: f.mb.RKey()})
-	if c := f.wait(f.p.A.SendCQ, 1)[0]; c.Status != verbs.Success {
-		t.Fatalf("write: %+v", c)
-	}
-	if st := f.qa.Stats(); st.Timeouts != 0 || st.Probes < 2 {
-		t.Fatalf("stats %+v: want the tail recovered by probes, no timeout", st)
 	}
 }

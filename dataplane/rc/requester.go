@@ -440,24 +440,16 @@ func (r *requester) armTimer(q *QP, now int64) {
 	if q.timeout != 0 && r.outstanding() {
 		r.timer = now + q.timeout
 	}
-	r.armProbe(q, now)
+	r.armProbe(now)
 }
 
-// armProbe sets the probe timer for the next probe, if one is due. Each
-// wait is capped at a quarter of the retransmit timeout, so that the probes
-// still come before the timer on a path whose round trips are long
-// (a responder that serves queued reads one after the other stretches
-// every sample).
-func (r *requester) armProbe(q *QP, now int64) {
+// armProbe sets the probe timer for the next probe, if one is due.
+func (r *requester) armProbe(now int64) {
 	r.probe = 0
 	if !r.outstanding() || r.srtt == 0 || r.probes >= maxProbes {
 		return
 	}
-	d := r.pto() << r.probes
-	if q.timeout != 0 {
-		d = min(d, q.timeout/(maxProbes+1))
-	}
-	r.probe = now + d
+	r.probe = now + r.pto()<<r.probes
 	if r.timer != 0 && r.probe >= r.timer {
 		r.probe = 0
 	}
@@ -588,7 +580,7 @@ func (r *requester) sendProbe(q *QP, now int64, b *link.Batch) {
 		}
 		r.probes++
 		q.stats.Probes++
-		r.armProbe(q, now)
+		r.armProbe(now)
 		return
 	}
 }
