@@ -164,6 +164,11 @@ for loss in no yes; do
       onecase $op-bw-all-sf-to-rxe $loss rxe 18516 T=280,bw "perf $op --perftest $GIP --port 18516 --all --iters $ALL_N --timeout 270s" "$PT"
       onecase $op-bw-all-rxe-to-sf $loss sf  18516 T=280,bw "perf $op --perftest-server --port 18516 --all --iters $ALL_N --timeout 270s" "$PT $HIP"
     done
+    for op in write send read; do # the smallest message: one byte
+      PT="ib_${op}_bw -F -d \$DEV -x \$G -p 18516 -s 1 -n $BW_N"
+      onecase $op-bw-1B-sf-to-rxe $loss rxe 18516 bw "perf $op --perftest $GIP --port 18516 --size 1 --iters $BW_N --timeout 140s" "$PT"
+      onecase $op-bw-1B-rxe-to-sf $loss sf  18516 bw "perf $op --perftest-server --port 18516 --size 1 --iters $BW_N --timeout 140s" "$PT $HIP"
+    done
     for op in write send; do
       PT="ib_${op}_bw -F -d \$DEV -x \$G -p 18516 -q $BW_Q -s $BW_SIZE -n $BW_N"
       onecase $op-bw-q$BW_Q-sf-to-rxe $loss rxe 18516 bw "perf $op --perftest $GIP --port 18516 --qps $BW_Q --size $BW_SIZE --iters $BW_N --timeout 140s" "$PT"
