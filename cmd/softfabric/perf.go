@@ -251,8 +251,8 @@ func runPerftest(ctx context.Context, d *device.Device, op string, o perfOpts, s
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "softfabric perf: perftest %s server at %s", run.ServerVersion, server)
-	printPeerQPs(stderr, run.Server)
+	fmt.Fprintf(stderr, "softfabric perf: perftest %s server at %s", run.PeerVersion, server)
+	printPeerQPs(stderr, run.Peer)
 	if o.json {
 		return perf.PrintJSON(stdout, run.Results)
 	}
@@ -274,8 +274,8 @@ func servePerftest(ctx context.Context, d *device.Device, op string, o perfOpts,
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "softfabric perf: perftest %s client", sv.ClientVersion)
-	printPeerQPs(stderr, sv.Client)
+	fmt.Fprintf(stderr, "softfabric perf: perftest %s client", sv.PeerVersion)
+	printPeerQPs(stderr, sv.Peer)
 	if o.json {
 		return perf.PrintJSON(stdout, sv.Results)
 	}

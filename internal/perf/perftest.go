@@ -539,15 +539,22 @@ type PerftestLine struct {
 	MsgRate float64 `json:"msg_rate_mpps"`
 }
 
-// PerftestRun is what a run against a perftest server saw.
-type PerftestRun struct {
-	ServerVersion string
-	Server        []PerftestQP // the server's queue pairs
-	MTU           int          // the path MTU both sides agreed
-	// Results and Lines are the measurements, one per size; the server
-	// was sent the last one.
+// PerftestOutcome is what one side of a perftest BW test saw: the peer's
+// version and queue pairs, the path MTU both sides agreed, and the
+// measurements.
+type PerftestOutcome struct {
+	PeerVersion string
+	Peer        []PerftestQP // the peer's queue pairs
+	MTU         int
+	// Lines are the rows perftest prints on this side. A client measures
+	// one per size (the server was sent the last one). A server prints,
+	// for write, read and atomic, the client's own report (one, of its
+	// last size, even with -a), and for send the receive bandwidth it
+	// measured, per size.
+	Lines []PerftestLine
+	// Results are the lines in softfabric's units, for --json; a send
+	// server's have Received set.
 	Results []Result
-	Lines   []PerftestLine
 }
 
 // PerftestQP is what a perftest peer announced for one queue pair.
@@ -564,8 +571,8 @@ type PerftestQP struct {
 // does not exchange it: -q, -a, and for send -s and -n; write and read
 // need a Size no larger than the server's -s. Connection type RC only, no
 // --report-per-port or -b on the server.
-func RunPerftest(ctx context.Context, d *device.Device, server string, cfg PerftestConfig) (PerftestRun, error) {
-	var run PerftestRun
+func RunPerftest(ctx context.Context, d *device.Device, server string, cfg PerftestConfig) (PerftestOutcome, error) {
+	var run PerftestOutcome
 	if err := cfg.check(); err != nil {
 		return run, err
 	}
@@ -589,7 +596,7 @@ func RunPerftest(ctx context.Context, d *device.Device, server string, cfg Perft
 	if err != nil {
 		return run, err
 	}
-	run.ServerVersion, run.MTU = p.version, p.mtu
+	run.PeerVersion, run.MTU = p.version, p.mtu
 
 	s, err := newSession(d, cfg.QPs, cfg.Size)
 	if err != nil {
@@ -609,7 +616,7 @@ func RunPerftest(ctx context.Context, d *device.Device, server string, cfg Perft
 	if err != nil {
 		return run, err
 	}
-	run.Server = perftestQPs(theirs)
+	run.Peer = perftestQPs(theirs)
 	if err := checkGIDs(gid, theirs, "server"); err != nil {
 		return run, err
 	}

@@ -17,21 +17,6 @@ import (
 // ib_*_bw mains do when started without a server name, so that unmodified
 // perftest clients can measure softfabric.
 
-// PerftestServed is what ServePerftest saw and what perftest's server
-// would print.
-type PerftestServed struct {
-	ClientVersion string
-	Client        []PerftestQP // the client's queue pairs
-	MTU           int          // the path MTU both sides agreed
-	// Lines are the rows perftest's server prints: for write, read and
-	// atomic the client's own report (one, of its last size, even with
-	// -a); for send the receive bandwidth this side measured, per size.
-	Lines []PerftestLine
-	// Results are the lines in softfabric's units, for --json; Received
-	// is set for send.
-	Results []Result
-}
-
 // ptServe runs the server's steps once its QPs are connected: the device
 // runs while each message is awaited, as a verbs device runs by itself
 // beside perftest's blocking reads.
@@ -79,8 +64,8 @@ func (sv *ptServe) xchg(what string, msg []byte, to time.Duration) ([]byte, erro
 // match the client's command line where perftest does not exchange it:
 // -q, -a, and for send -s and -n (the server counts -n receives on each
 // QP); write and read need a Size at least the client's -s.
-func ServePerftest(ctx context.Context, d *device.Device, l net.Listener, cfg PerftestConfig) (PerftestServed, error) {
-	var sv PerftestServed
+func ServePerftest(ctx context.Context, d *device.Device, l net.Listener, cfg PerftestConfig) (PerftestOutcome, error) {
+	var sv PerftestOutcome
 	if err := cfg.check(); err != nil {
 		return sv, err
 	}
@@ -110,7 +95,7 @@ func ServePerftest(ctx context.Context, d *device.Device, l net.Listener, cfg Pe
 	if err != nil {
 		return sv, err
 	}
-	sv.ClientVersion, sv.MTU = p.version, p.mtu
+	sv.PeerVersion, sv.MTU = p.version, p.mtu
 
 	// The client's requests of a QP land at its VA onwards, stepping
 	// through one cycle buffer for messages up to half of it
@@ -133,7 +118,7 @@ func ServePerftest(ctx context.Context, d *device.Device, l net.Listener, cfg Pe
 	if err != nil {
 		return sv, err
 	}
-	sv.Client = perftestQPs(theirs)
+	sv.Peer = perftestQPs(theirs)
 	if err := checkGIDs(gid, theirs, "client"); err != nil {
 		return sv, err
 	}

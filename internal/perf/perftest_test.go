@@ -769,7 +769,7 @@ func TestRunPerftestAgainstFakeServer(t *testing.T) {
 			if err != nil || s.err != nil {
 				t.Fatalf("client: %v; server: %v", err, s.err)
 			}
-			if run.ServerVersion != "6.06" || len(run.Server) != ft.qps || run.Server[0].OutReads != 128 || run.MTU != 1024 {
+			if run.PeerVersion != "6.06" || len(run.Peer) != ft.qps || run.Peer[0].OutReads != 128 || run.MTU != 1024 {
 				t.Fatalf("server as seen: %+v", run)
 			}
 			sizes := ft.sizes()
@@ -811,7 +811,7 @@ func TestServePerftestAgainstFakeClient(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			type out struct {
-				sv  PerftestServed
+				sv  PerftestOutcome
 				err error
 			}
 			srv := make(chan out, 1)
@@ -825,7 +825,7 @@ func TestServePerftestAgainstFakeClient(t *testing.T) {
 				t.Fatalf("client: %v; server: %v", err, s.err)
 			}
 			sv := s.sv
-			if sv.ClientVersion != "6.06" || len(sv.Client) != ft.qps || sv.MTU != 1024 || len(sv.Results) != len(sv.Lines) {
+			if sv.PeerVersion != "6.06" || len(sv.Peer) != ft.qps || sv.MTU != 1024 || len(sv.Results) != len(sv.Lines) {
 				t.Fatalf("served: %+v", sv)
 			}
 			if ft.op != "send" {
@@ -893,14 +893,14 @@ func TestServePerftestCountMismatch(t *testing.T) {
 }
 
 // runPerftestPair runs our client against our server.
-func runPerftestPair(t *testing.T, cfg PerftestConfig, faults memlink.Faults) (PerftestRun, PerftestServed) {
+func runPerftestPair(t *testing.T, cfg PerftestConfig, faults memlink.Faults) (PerftestOutcome, PerftestOutcome) {
 	t.Helper()
 	a, b := pair(t, faults)
 	ln := listen(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	type out struct {
-		sv  PerftestServed
+		sv  PerftestOutcome
 		err error
 	}
 	srv := make(chan out, 1)
@@ -927,7 +927,7 @@ func TestPerftestClientServer(t *testing.T) {
 	}
 }
 
-func checkPerftestPair(t *testing.T, ft fakeTest, run PerftestRun, sv PerftestServed) {
+func checkPerftestPair(t *testing.T, ft fakeTest, run PerftestOutcome, sv PerftestOutcome) {
 	t.Helper()
 	sizes := ft.sizes()
 	if len(run.Lines) != len(sizes) {
