@@ -119,7 +119,7 @@ func (r *requester) askAgainBefore(i uint32, end psn.PSN, now int64) {
 			return
 		}
 		if w.wr.Op.NeedsResponse() && w.placed < w.npkts {
-			r.askAgain(w, now, false)
+			r.askAgain(w)
 		}
 	}
 }
@@ -181,18 +181,18 @@ func (r *requester) sampleRTT(sample int64) {
 	r.rttvar += (e - r.rttvar) / 4
 }
 
-// findWQE returns the started request that ps belongs to.
-func (r *requester) findWQE(ps psn.PSN) *sendWQE {
+// slotOf returns the started request that ps belongs to, and its slot.
+func (r *requester) slotOf(ps psn.PSN) (uint32, *sendWQE) {
 	for i := r.head; i != r.tail; i++ {
 		w := &r.sq[i&r.mask]
 		if !w.started {
-			return nil
+			break
 		}
 		if w.contains(ps) {
-			return w
+			return i, w
 		}
 	}
-	return nil
+	return 0, nil
 }
 
 // readResponse places one read response packet. Each read places its own
@@ -207,7 +207,7 @@ func (r *requester) readResponse(q *QP, p *wire.Packet, ps psn.PSN, now int64) {
 		r.stillSending(q, now)
 		return
 	}
-	w := r.findWQE(ps)
+	_, w := r.slotOf(ps)
 	if w == nil || w.wr.Op != verbs.OpRead {
 		q.stats.Dropped++
 		return
@@ -219,7 +219,7 @@ func (r *requester) readResponse(q *QP, p *wire.Packet, ps psn.PSN, now int64) {
 		q.stats.DupResponses++
 		if ps.After(next) {
 			// A response is missing before this one, within this read.
-			r.askAgain(w, now, false)
+			r.askAgain(w)
 		}
 		r.stillSending(q, now)
 		return
@@ -242,7 +242,7 @@ func (r *requester) readResponse(q *QP, p *wire.Packet, ps psn.PSN, now int64) {
 		}
 	}
 	w.placed++
-	w.askedAt = 0 // a gap after this is a new loss, not the rest of an old one
+	w.repeated = false // a gap after this is a new loss, not the rest of an old one
 	r.answered(q, w, now)
 }
 
@@ -293,7 +293,7 @@ func (r *requester) atomicAck(q *QP, p *wire.Packet, ps psn.PSN, now int64) {
 		q.stats.DupResponses++
 		return
 	}
-	w := r.findWQE(ps)
+	_, w := r.slotOf(ps)
 	if w == nil || !w.wr.Op.IsAtomic() {
 		q.stats.Dropped++
 		return
@@ -338,7 +338,7 @@ func (r *requester) nak(q *QP, ps psn.PSN, code wire.NAKCode, now int64) {
 		case wire.NAKInvalidRDRequest:
 			st = verbs.RemInvRDReqErr
 		}
-		if w := r.findWQE(ps); w != nil {
+		if _, w := r.slotOf(ps); w != nil {
 			r.fail(q, w, st)
 		}
 		return
@@ -369,7 +369,7 @@ func (r *requester) rnrNAK(q *QP, ps psn.PSN, wait int64, now int64) {
 	}
 	r.ackUpTo(q, ps, now)
 	if r.rnrRetries == 0 {
-		w := r.findWQE(ps)
+		_, w := r.slotOf(ps)
 		if w == nil {
 			w = &r.sq[r.head&r.mask]
 		}

@@ -59,12 +59,12 @@ type sendWQE struct {
 	// atomic) placed, in order from first.
 	placed uint32
 	// askAgain is set while a repeated request for the missing part of
-	// the response waits to be sent; askedAt is when the last one went
-	// out, cleared when a response is placed.
-	// askMark is nextPSN when it went out: a response to a PSN from
-	// askMark on shows that the responder has served the repeat.
+	// the response waits to be sent; repeated is set when one went out,
+	// and cleared when a response is placed; askMark is nextPSN when it
+	// went out: a response to a PSN from askMark on shows that the
+	// responder has served the repeat.
 	askAgain bool
-	askedAt  int64
+	repeated bool
 	askMark  psn.PSN
 	// err, when set, is the status the request completes with when the
 	// queue pair flushes.
@@ -316,7 +316,7 @@ func (r *requester) sendPacket(q *QP, w *sendWQE, b *link.Batch, now int64) bool
 		wire.RETH(f[h+info.RETH:]).Encode(w.wr.RemoteAddr+uint64(off), w.wr.RKey, w.length-off)
 		q.send(b, f)
 		if retransmit {
-			r.asked(w, now)
+			r.asked(w)
 		}
 		r.advance(w.last().Next())
 	case op.IsAtomic():
@@ -333,7 +333,7 @@ func (r *requester) sendPacket(q *QP, w *sendWQE, b *link.Batch, now int64) bool
 		wire.AtomicETH(f[h+opc.Info().AtomicETH:]).Encode(w.wr.RemoteAddr, w.wr.RKey, swapAdd, cmp)
 		q.send(b, f)
 		if retransmit {
-			r.asked(w, now)
+			r.asked(w)
 		}
 		r.advance(r.sendPSN.Next())
 	default:
@@ -457,10 +457,9 @@ func (r *requester) armProbe(now int64) {
 
 // pto is the probe timeout: two round trips, or one plus four times its
 // variation where the path is that jittery, plus minProbeSlack for the
-// peer's scheduling, and never below minProbe. A repeated request for a
-// missing response waits as long before it may be repeated again.
+// peer's scheduling, and never below minProbe.
 func (r *requester) pto() int64 {
-	return max(2*r.srtt, r.srtt+4*r.rttvar) + minProbeSlack
+	return max(max(2*r.srtt, r.srtt+4*r.rttvar)+minProbeSlack, minProbe)
 }
 
 // Tail-loss probe timing, in ns: the probe timeout is never below
@@ -475,15 +474,15 @@ const (
 
 // askAgain schedules a repeated request for what is missing from w's
 // response. Once asked, w is not asked again for the same missing packet
-// (unless force: a probe) until the responder has shown that it got past
-// the repeated request, by answering a request sent after it: the
-// responder serves requests in order, so until then the rest of w's old
-// response, and then its repeat, may still be on the way.
-func (r *requester) askAgain(w *sendWQE, now int64, force bool) {
+// (only a probe may) until the responder has shown that it got past the
+// repeated request, by answering a request sent after it: the responder
+// serves requests in order, so until then the rest of w's old response,
+// and then its repeat, may still be on the way.
+func (r *requester) askAgain(w *sendWQE) {
 	if w.askAgain {
 		return
 	}
-	if !force && w.askedAt != 0 && r.respFront.Before(w.askMark) {
+	if w.repeated && r.respFront.Before(w.askMark) {
 		return
 	}
 	w.askAgain = true
@@ -491,8 +490,8 @@ func (r *requester) askAgain(w *sendWQE, now int64, force bool) {
 }
 
 // asked notes that a request for w's missing response went out.
-func (r *requester) asked(w *sendWQE, now int64) {
-	w.askedAt, w.askMark = max(now, 1), r.nextPSN
+func (r *requester) asked(w *sendWQE) {
+	w.repeated, w.askMark = true, r.nextPSN
 	if w.askAgain {
 		w.askAgain = false
 		r.asks--
@@ -556,33 +555,23 @@ func (r *requester) sendProbe(q *QP, now int64, b *link.Batch) {
 	if r.probes == 0 && r.sendPSN == r.highSent {
 		p = r.highSent.Sub(1)
 	}
-	for i := r.head; i != r.tail; i++ {
-		w := &r.sq[i&r.mask]
-		if !w.started {
-			return
+	i, w := r.slotOf(p)
+	if w != nil && w.wr.Op.NeedsResponse() {
+		if j, wj := r.oldestUnanswered(); wj != nil {
+			i, p = j, wj.first.Add(wj.placed)
+		} else {
+			// Every response is in: what is missing is the ACK of a
+			// send or write before the last request.
+			p = r.compPSN
+			i, w = r.slotOf(p)
 		}
-		if !w.contains(p) {
-			continue
-		}
-		if w.wr.Op.NeedsResponse() {
-			if j, wj := r.oldestUnanswered(); wj != nil {
-				i, p = j, wj.first.Add(wj.placed)
-			} else if p != r.compPSN {
-				// Every response is in: what is missing is the ACK of a
-				// send or write before the last request.
-				p = r.compPSN
-				i = r.head - 1
-				continue
-			}
-		}
-		if !r.resend(q, i, p, now, b) {
-			return
-		}
-		r.probes++
-		q.stats.Probes++
-		r.armProbe(now)
+	}
+	if w == nil || !r.resend(q, i, p, now, b) {
 		return
 	}
+	r.probes++
+	q.stats.Probes++
+	r.armProbe(now)
 }
 
 // oldestUnanswered returns the oldest started read or atomic whose response
