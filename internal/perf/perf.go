@@ -62,10 +62,33 @@ type Result struct {
 	Received int `json:"received,omitempty"`
 
 	// What the client's queue pairs went through.
+	Transport
+}
+
+// Transport counts what a test's queue pairs went through.
+type Transport struct {
 	Retransmits uint64 `json:"retransmits"`
 	Timeouts    uint64 `json:"timeouts"`
 	Probes      uint64 `json:"probes"`
 	SeqNAKs     uint64 `json:"seq_naks"`
+}
+
+// transport sums the counters of the session's queue pairs.
+func (s *session) transport() Transport {
+	var t Transport
+	for _, q := range s.qps {
+		st := q.Stats()
+		t.Retransmits += st.Retransmits
+		t.Timeouts += st.Timeouts
+		t.Probes += st.Probes
+		t.SeqNAKs += st.SeqNAKsRcvd
+	}
+	return t
+}
+
+// since is what grew from before to t.
+func (t Transport) since(before Transport) Transport {
+	return Transport{t.Retransmits - before.Retransmits, t.Timeouts - before.Timeouts, t.Probes - before.Probes, t.SeqNAKs - before.SeqNAKs}
 }
 
 func (c *Config) check() error {
@@ -537,13 +560,7 @@ func (s *session) run(ctx context.Context, cfg Config, peers []qpInfo) (Result, 
 	}
 	elapsed := time.Since(start)
 	r := Result{Op: cfg.Op, Bytes: cfg.Size, Iters: completed, QPs: cfg.QPs, MTU: cfg.MTU, Seconds: elapsed.Seconds()}
-	for _, q := range s.qps {
-		st := q.Stats()
-		r.Retransmits += st.Retransmits
-		r.Timeouts += st.Timeouts
-		r.Probes += st.Probes
-		r.SeqNAKs += st.SeqNAKsRcvd
-	}
+	r.Transport = s.transport()
 	if cfg.Lat {
 		fillLatency(&r, lats)
 		return r, nil

@@ -66,7 +66,7 @@ func (s *session) ptRun(ctx context.Context, cfg PerftestConfig, size, mtu int, 
 	for i, q := range s.qps {
 		qpIndex[q.QPN()] = i
 	}
-	before := s.transportStats()
+	before := s.transport()
 	// Completions come a burst at a time: a slice spans a few bursts at
 	// least, or the run has a single slice (peak = average).
 	slices := 1
@@ -146,8 +146,7 @@ func (s *session) ptRun(ctx context.Context, cfg PerftestConfig, size, mtu int, 
 	}
 	r := line.result(cfg.Op, cfg.QPs, mtu)
 	r.Seconds = elapsed.Seconds()
-	after := s.transportStats()
-	r.Retransmits, r.Timeouts, r.Probes, r.SeqNAKs = after[0]-before[0], after[1]-before[1], after[2]-before[2], after[3]-before[3]
+	r.Transport = s.transport().since(before)
 	return r, line, nil
 }
 
@@ -157,20 +156,6 @@ func inFlight(posted, done []int) int {
 		n += posted[i] - done[i]
 	}
 	return n
-}
-
-// transportStats sums the QPs' retransmits, timeouts, tail probes and
-// sequence NAKs.
-func (s *session) transportStats() [4]uint64 {
-	var t [4]uint64
-	for _, q := range s.qps {
-		st := q.Stats()
-		t[0] += st.Retransmits
-		t[1] += st.Timeouts
-		t[2] += st.Probes
-		t[3] += st.SeqNAKsRcvd
-	}
-	return t
 }
 
 // result is a line in softfabric's units (MB = 10^6 bytes), for --json.
