@@ -12,32 +12,23 @@ SF=${SOFTFABRIC:-$ROOT/bin/softfabric}; OUT=${OUT:-$ROOT/test/fixtures/rxe}
 NS=rxehost; TAP=rxetap0; GIP=198.18.1.2; HIP=198.18.1.1
 source "$D/job.sh"
 mkdir -p "$OUT"
+HOSTPIDS=()
 want() { [ -z "${ONLY:-}" ] || [[ $1 =~ $ONLY ]]; }
-netem() { gjob netem 20 "tc qdisc del dev eth0 root 2>/dev/null; ${1:+tc qdisc add dev eth0 root netem $1}"; gwait netem 30; }
 
 # cap NAME SERVER PORT SFARGS TOOLCMD [NETEM [SFFAULTS]]: SERVER rxe (the tool serves) or sf;
 # NETEM impairs what rxe sends, SFFAULTS (SOFTFABRIC_DEBUG_LINK_FAULTS, applied above the
 # capture: dropped frames are not recorded) what softfabric sends.
 cap() {
-  local name=$1 server=$2 port=$3 sfargs=$4 tool=$5 ne=${6:-} sff=${7:-} f=$OUT/$1.pcapng rc grc hp
+  local name=$1 server=$2 port=$3 sfargs=$4 tool=$5 ne=${6:-} sff=${7:-} f=$OUT/$1.pcapng
   want "$name" || return 0
-  [ -n "$ne" ] && netem "$ne"
+  [ -n "$ne" ] && gnetem "$ne"
   local env=(env SOFTFABRIC_DEBUG_PCAP=$f SOFTFABRIC_DEBUG_PCAP_LIMIT=2000)
   [ -n "$sff" ] && env+=(SOFTFABRIC_DEBUG_LINK_FAULTS=$sff)
   # shellcheck disable=SC2086
-  if [ "$server" = rxe ]; then
-    gjob "cap-$name" 60 "stdbuf -oL $tool & listening $port; wait \$!"
-    gready "cap-$name" 30 || { echo "$name: guest server not listening"; return 1; }
-    timeout 60 ip netns exec $NS "${env[@]}" "$SF" $sfargs --iface $TAP > "$OUT/.$name.log" 2>&1; rc=$?
-    gwait "cap-$name" 30; grc=$?
-  else
-    timeout 70 ip netns exec $NS "${env[@]}" "$SF" $sfargs --iface $TAP > "$OUT/.$name.log" 2>&1 & hp=$!
-    for i in $(seq 1 100); do [ -n "$(ip netns exec $NS ss -Hltn "sport = :$port")" ] && break; sleep 0.1; done
-    gjob "cap-$name" 60 "stdbuf -oL $tool"; gwait "cap-$name" 80; grc=$?
-    wait $hp; rc=$?
-  fi
-  [ -n "$ne" ] && netem ""
-  printf '%-28s softfabric rc=%s rxe rc=%s %s\n' "$name" "$rc" "$grc" "$(grep -o '[0-9]* frames recorded.*' "$OUT/.$name.log")"
+  exchange "cap-$name" $server $port 60 "$OUT/.$name.log" "$tool" ip netns exec $NS "${env[@]}" "$SF" $sfargs --iface $TAP
+  [ -n "$ne" ] && gnetem ""
+  [ "$GRC" = 126 ] && echo "$name: guest server not listening"
+  printf '%-28s softfabric rc=%s rxe rc=%s %s\n' "$name" "$HRC" "$GRC" "$(grep -o '[0-9]* frames recorded.*' "$OUT/.$name.log")"
   rm -f "$OUT/.$name.log"
 }
 

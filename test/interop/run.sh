@@ -46,9 +46,6 @@ echo "== softfabric up $TAP (netns $NS)"
 ip netns exec $NS "$SF" up $TAP 2>&1 | tee "$RUN/sf-up.log" || { echo "interop: softfabric up failed"; exit 1; }
 
 sfx() { ip netns exec $NS "$SF" "$@"; }
-# hostrun LOG SECONDS CMD...: a host command, bounded; run in the background and waited for so
-# that Ctrl-C reaches the trap at once (timeout(1) puts its child in a process group of its own).
-hostrun() { local log=$1 t=$2; shift 2; timeout -k 5 "$t" "$@" > "$log" 2>&1 & local p=$!; HOSTPIDS+=($p); wait $p; }
 ROWS=(); FAILED=0
 row() { # NAME RESULT FIGURE NOTE
   ROWS+=("$(printf '%-27s %-5s %-24s %s' "$1" "$2" "$3" "$4")")
@@ -64,9 +61,8 @@ delta() { # BEFORE AFTER PATTERN -> "name+N ..." for counters matching PATTERN t
 want() { [ -z "${ONLY:-}" ] || [[ $1 =~ $ONLY ]]; }
 impair() { # on|off: netem on the guest's eth0
   [ -n "$NETEM" ] || return 0
-  if [ "$1" = on ]; then gjob netem 20 "tc qdisc replace dev eth0 root netem $NETEM && tc qdisc show dev eth0"
-  else gjob netem 20 "tc qdisc del dev eth0 root 2>/dev/null; tc qdisc show dev eth0"; fi
-  gwait netem 30 || { echo "netem $1 failed: $(cat "$(gout netem)")"; return 1; }; }
+  local spec=""; [ "$1" = on ] && spec=$NETEM
+  gnetem "$spec" || { echo "netem $1 failed: $(cat "$(gout netem)")"; return 1; }; }
 
 # runcase NAME LOSS SERVER PORT KIND SFARGS TOOLCMD: one row.
 #   SERVER  rxe: the guest's tool serves on PORT, softfabric (SFARGS, which name 198.18.1.2) is
@@ -79,24 +75,15 @@ impair() { # on|off: netem on the guest's eth0
 #           $DEV and $G (the GID index) left for the guest to expand.
 runcase() {
   local name=$1 loss=$2 server=$3 port=$4 kind=$5 sfargs=$6 tool=$7
-  local h=$RUN/$name.host env=() fig="" gfig="" rc grc note="" s1 r1 gt=150 hp
+  local h=$RUN/$name.host env=() fig="" gfig="" rc grc note="" s1 r1 gt=150
   case $kind in T=*) gt=${kind#T=}; gt=${gt%%,*}; kind=${kind#*,} ;; esac
   [ "$loss" = yes ] && [ -n "$SFFAULTS" ] && env=(env SOFTFABRIC_DEBUG_LINK_FAULTS=$SFFAULTS)
   stats > "$RUN/$name.stats0"; rxestats $name-0 > "$RUN/$name.rxe0"
   if [ "$loss" = yes ]; then impair on || { RES=FAIL FIG=- NOTE="could not set netem"; return; }; fi
   # shellcheck disable=SC2086
-  if [ "$server" = rxe ]; then
-    gjob "$name" $gt "stdbuf -oL $tool & listening $port; wait \$!"
-    if ! gready "$name" 30; then RES=FAIL FIG=- NOTE="guest server not listening: $(tails /dev/null "$name")"; [ "$loss" = yes ] && impair off; return; fi
-    hostrun "$h" $((gt - 10)) ip netns exec $NS "${env[@]}" "$SF" $sfargs --iface $TAP; rc=$?
-    gwait "$name" 30; grc=$?
-  else
-    timeout -k 5 $((gt + 10)) ip netns exec $NS "${env[@]}" "$SF" $sfargs --iface $TAP > "$h" 2>&1 & hp=$!; HOSTPIDS+=($hp)
-    for i in $(seq 1 100); do [ -n "$(ip netns exec $NS ss -Hltn "sport = :$port")" ] && break; sleep 0.1; done
-    gjob "$name" $gt "stdbuf -oL $tool"
-    gwait "$name" $((gt + 20)); grc=$?
-    wait $hp; rc=$?
-  fi
+  exchange "$name" $server $port $gt "$h" "$tool" ip netns exec $NS "${env[@]}" "$SF" $sfargs --iface $TAP
+  rc=$HRC grc=$GRC
+  if [ "$grc" = 126 ]; then RES=FAIL FIG=- NOTE="guest server not listening: $(tails /dev/null "$name")"; [ "$loss" = yes ] && impair off; return; fi
   [ "$loss" = yes ] && impair off
   case $kind in
   pp) fig=$(awk '/usec\/iter/ {print $(NF-1) " usec/iter"}' "$h")
