@@ -5,6 +5,8 @@ go 1.26.8
 require (
 	github.com/cilium/ebpf v0.22.0
 	github.com/google/gopacket v1.1.19
+	github.com/mdlayher/genetlink v1.4.0
+	github.com/mdlayher/netlink v1.11.2
 	github.com/mdlayher/socket v0.8.0
 	github.com/vishvananda/netlink v1.3.1
 	github.com/vishvananda/netns v0.0.5
@@ -12,6 +14,9 @@ require (
 	golang.org/x/sys v0.49.0
 )
 
-require golang.org/x/sync v0.24.0 // indirect
+require (
+	github.com/google/go-cmp v0.7.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+)
 
 tool github.com/cilium/ebpf/cmd/bpf2go

@@ -20,13 +20,25 @@ var ErrNoDevice = errors.New("no such interface")
 // Device holds the facts about one network interface that the control plane
 // needs.
 type Device struct {
-	Name     string
-	Index    int
-	MAC      net.HardwareAddr
-	MTU      int
-	Up       bool // administratively up (IFF_UP)
-	RxQueues int  // IFLA_NUM_RX_QUEUES
-	TxQueues int  // IFLA_NUM_TX_QUEUES
+	Name  string
+	Index int
+	MAC   net.HardwareAddr
+	MTU   int
+	Up    bool // administratively up (IFF_UP)
+	// MaxRxQueues and MaxTxQueues are the queues the driver allocated
+	// (IFLA_NUM_RX_QUEUES, IFLA_NUM_TX_QUEUES), more than it may use: a
+	// default veth allocates one per possible CPU and uses one.
+	MaxRxQueues int
+	MaxTxQueues int
+	// Queues is how many queues, from 0, it uses for both receive and
+	// transmit (real_num_rx_queues and real_num_tx_queues, `ethtool -l`):
+	// the queues an AF_XDP socket with rx and tx rings can bind.
+	Queues int
+	// QueueSource says where Queues came from: QueuesFromEthtool,
+	// QueuesFromSysfs or QueuesFromDefault.
+	QueueSource string
+	// Channels are the driver's channels; nil when it reports none.
+	Channels *Channels
 	// Addrs are the global and link-local addresses, IPv4 and IPv6, in the
 	// kernel's netlink dump order (IPv4 first).
 	Addrs     []netip.Prefix
@@ -84,17 +96,20 @@ func LookupDevice(name string) (*Device, error) {
 	}
 	a := l.Attrs()
 	d := &Device{
-		Name:     a.Name,
-		Index:    a.Index,
-		MAC:      a.HardwareAddr,
-		MTU:      a.MTU,
-		Up:       a.Flags&net.FlagUp != 0,
-		RxQueues: a.NumRxQueues,
-		TxQueues: a.NumTxQueues,
-		Kind:     kind(l),
+		Name:        a.Name,
+		Index:       a.Index,
+		MAC:         a.HardwareAddr,
+		MTU:         a.MTU,
+		Up:          a.Flags&net.FlagUp != 0,
+		MaxRxQueues: a.NumRxQueues,
+		MaxTxQueues: a.NumTxQueues,
+		Kind:        kind(l),
 	}
 	if d.NetNS, err = NetNSID(); err != nil {
 		return nil, err
+	}
+	if err := readQueues(d); err != nil {
+		return nil, fmt.Errorf("interface %q: %w", name, err)
 	}
 	if a.Xdp != nil && a.Xdp.Attached {
 		d.XDPProgID, d.XDPMode = a.Xdp.ProgId, xdpModes[a.Xdp.AttachMode]

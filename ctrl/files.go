@@ -102,18 +102,22 @@ func privateMountNS() (bool, error) {
 // State is what `softfabric up` records about a device it owns, for
 // status and down.
 type State struct {
-	Iface   string    `json:"iface"`
-	Ifindex int       `json:"ifindex"`
-	NetNS   uint64    `json:"netns"`
-	MAC     string    `json:"mac"`
-	MTU     int       `json:"mtu"`
-	Queues  int       `json:"queues"`
-	XDPMode string    `json:"xdp_mode"`
-	Frags   bool      `json:"frags"`
-	PinDir  string    `json:"pin_dir"`
-	ProgID  uint32    `json:"prog_id"`
-	Since   time.Time `json:"since"`
-	Version string    `json:"version"`
+	Iface   string `json:"iface"`
+	Ifindex int    `json:"ifindex"`
+	NetNS   uint64 `json:"netns"`
+	MAC     string `json:"mac"`
+	MTU     int    `json:"mtu"`
+	// Queues is how many queues the device used at up (Device.Queues).
+	// A process that opens it later serves the queues it uses then.
+	Queues int `json:"queues"`
+	// QueueLimit is the most queues to serve (up --queues); 0 for all.
+	QueueLimit int       `json:"queue_limit,omitempty"`
+	XDPMode    string    `json:"xdp_mode"`
+	Frags      bool      `json:"frags"`
+	PinDir     string    `json:"pin_dir"`
+	ProgID     uint32    `json:"prog_id"`
+	Since      time.Time `json:"since"`
+	Version    string    `json:"version"`
 }
 
 // ErrStale is returned by State.Current for a record that does not

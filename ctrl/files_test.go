@@ -37,7 +37,7 @@ func TestState(t *testing.T) {
 		t.Fatalf("LoadState before up: %v, want ErrNotExist", err)
 	}
 	s := &State{
-		Iface: "eth0", Ifindex: 3, NetNS: 42, MAC: "52:54:00:12:34:56", MTU: 1500, Queues: 2,
+		Iface: "eth0", Ifindex: 3, NetNS: 42, MAC: "52:54:00:12:34:56", MTU: 1500, Queues: 2, QueueLimit: 1,
 		XDPMode: "native", Frags: true, PinDir: BPFDir(42, "eth0"),
 		Since: time.Now().Truncate(time.Second), Version: "v0.1.0",
 	}

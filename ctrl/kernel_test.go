@@ -31,7 +31,8 @@ func TestLookupDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	if d.Name != "eth0" || d.Index != p.A.Index || d.MAC.String() != p.A.MAC.String() ||
-		d.MTU != 1500 || !d.Up || d.RxQueues != 2 || d.TxQueues != 2 ||
+		d.MTU != 1500 || !d.Up || d.MaxRxQueues != 2 || d.MaxTxQueues != 2 ||
+		d.Queues != 2 || d.QueueSource != QueuesFromEthtool || d.Channels == nil ||
 		d.XDPProgID != 0 || d.XDPMode != "" || d.Kind != "veth" || d.NetNS != ns {
 		t.Fatalf("LookupDevice = %+v (pair %+v, netns %d)", d, p.A, ns)
 	}

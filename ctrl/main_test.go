@@ -16,6 +16,8 @@ import (
 const (
 	helperEnv    = "SOFTFABRIC_CTRL_TEST_HELPER"
 	helperDirEnv = "SOFTFABRIC_CTRL_TEST_DIR"
+	// helperIfaceEnv names the interface of the "queues" helper.
+	helperIfaceEnv = "SOFTFABRIC_CTRL_TEST_IFACE"
 )
 
 func TestMain(m *testing.M) {
@@ -46,6 +48,16 @@ func runHelper(name string) int {
 			}
 		}
 		fmt.Printf("before=%#x after=%#x mounts=%d\n", before, fsMagic(BPFRoot()), bpfMounts(BPFRoot()))
+		return 0
+	case "queues":
+		// LookupDevice's queue facts, from a process started by ip netns
+		// exec, which mounts the namespace's own sysfs.
+		d, err := LookupDevice(os.Getenv(helperIfaceEnv))
+		if err != nil {
+			fmt.Println("error:", err)
+			return 1
+		}
+		fmt.Printf("queues=%d source=%s max=%d/%d channels=%v\n", d.Queues, d.QueueSource, d.MaxRxQueues, d.MaxTxQueues, d.Channels)
 		return 0
 	}
 	fmt.Fprintln(os.Stderr, "unknown helper", name)

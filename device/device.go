@@ -1,12 +1,27 @@
-// Package device is a softfabric device as an application sees it: a link
-// (the AF_XDP contexts of an interface brought up with `softfabric up`, or
-// an in-memory link in tests), the engine that runs queue pairs over it,
-// the memory regions, and the address facts (MAC, GIDs, next hops) needed
-// to connect queue pairs to peers.
+// Package device is a softfabric device as an application sees it: its
+// links (the AF_XDP sockets of an interface brought up with `softfabric
+// up`, one per receive queue, or in-memory links in tests), a worker per
+// link that runs the queue pairs it owns (an engine.Group), the memory
+// regions, and the address facts (MAC, GIDs, next hops) needed to connect
+// queue pairs to peers.
 //
-// A Device is driven by one goroutine: the application's, which makes
-// progress by calling Progress (manual progress, as libfabric's
-// FI_PROGRESS_MANUAL), or a worker's.
+// Each queue pair belongs to one worker (QPConfig.Worker), which transmits
+// its frames on the worker's queue and receives them from it; frames that
+// arrive on another queue reach it through the group's handoff rings. The
+// workers make progress in one of three ways:
+//
+//   - Progress (manual progress, as libfabric's FI_PROGRESS_MANUAL) and Run
+//     drive every worker on the calling goroutine: the simple way for a
+//     single-threaded application, which may then use any queue pair.
+//   - ProgressWorker drives one worker on the calling goroutine, and
+//     RunWorkers each worker on a goroutine of its own (pinned to a CPU
+//     when Options.CPUs says so), with the application's hook for that
+//     worker between its passes: the way to use every core. A queue pair
+//     (and its completion queues) is then used only from the goroutine of
+//     the worker that owns it.
+//
+// Queue pairs are created and destroyed while no worker runs, or from the
+// hook of the worker that owns them.
 package device
 
 import (
@@ -49,25 +64,38 @@ type Options struct {
 	Registrar Registrar
 	// MaxRegions sizes the memory region table (default 4096).
 	MaxRegions int
+	// CPUs, if not empty, pins worker i of RunWorkers to CPUs[i %
+	// len(CPUs)]. By default workers are not pinned: on a host shared
+	// with other busy-polling processes (and with the kernel's own
+	// softirq work for the same queues) the scheduler places them better
+	// than a fixed guess.
+	CPUs []int
 }
 
 // Device is an open softfabric device.
 type Device struct {
-	opts    Options
-	link    link.Link
-	node    *engine.Node
-	mrs     *mr.Table
-	epoch   time.Time
-	qps     map[uint32]engine.QP
-	closers []func() error
+	opts     Options
+	links    []link.Link
+	group    *engine.Group
+	mrs      *mr.Table
+	epoch    time.Time
+	qps      map[uint32]engine.QP
+	closers  []func() error
+	sleepers []*sleeper
 }
 
-// New returns a device over l.
-func New(l link.Link, o Options) *Device {
+// New returns a device over l, with one worker.
+func New(l link.Link, o Options) *Device { return NewWorkers([]link.Link{l}, o) }
+
+// NewWorkers returns a device with a worker on each of links (one per
+// receive queue of an interface).
+func NewWorkers(links []link.Link, o Options) *Device {
 	if o.MaxRegions == 0 {
 		o.MaxRegions = 4096
 	}
-	return &Device{opts: o, link: l, node: engine.New(l), mrs: mr.NewTable(o.MaxRegions), epoch: time.Now(), qps: map[uint32]engine.QP{}}
+	d := &Device{opts: o, links: links, group: engine.NewGroup(links, 0), mrs: mr.NewTable(o.MaxRegions), epoch: time.Now(), qps: map[uint32]engine.QP{}}
+	d.setSleepers()
+	return d
 }
 
 // Name is the interface name.
@@ -82,8 +110,38 @@ func (d *Device) GIDs() []netip.Addr { return d.opts.GIDs }
 // MRs is the device's memory region table.
 func (d *Device) MRs() *mr.Table { return d.mrs }
 
-// Node is the engine running the device's queue pairs.
-func (d *Device) Node() *engine.Node { return d.node }
+// Workers is the number of workers (one per queue served).
+func (d *Device) Workers() int { return d.group.Len() }
+
+// WorkerOf returns the worker that owns QPN qpn, or -1.
+func (d *Device) WorkerOf(qpn uint32) int { return d.group.Owner(qpn) }
+
+// WorkerStats returns the counters of each worker's engine. Read them
+// while no worker runs (they are the workers' own, unsynchronised).
+func (d *Device) WorkerStats() []engine.Stats {
+	out := make([]engine.Stats, d.group.Len())
+	for i := range out {
+		out[i] = d.group.Node(i).Stats()
+	}
+	return out
+}
+
+// Stats is the sum of WorkerStats.
+func (d *Device) Stats() engine.Stats {
+	var t engine.Stats
+	for _, s := range d.WorkerStats() {
+		t.RxFrames += s.RxFrames
+		t.TxFrames += s.TxFrames
+		t.Malformed += s.Malformed
+		t.BadICRC += s.BadICRC
+		t.UnknownQP += s.UnknownQP
+		t.TxStalls += s.TxStalls
+		t.HandedOff += s.HandedOff
+		t.HandedIn += s.HandedIn
+		t.HandoffDrops += s.HandoffDrops
+	}
+	return t
+}
 
 // ActiveMTU is the largest IBTA path MTU that fits the link MTU with the
 // RoCEv2 headers (IPv4 or IPv6, UDP, BTH and its extensions, ICRC).
@@ -103,16 +161,31 @@ func ActiveMTU(linkMTU int) int {
 // Now is the engine clock: nanoseconds since the device was opened.
 func (d *Device) Now() int64 { return int64(time.Since(d.epoch)) }
 
-// Progress runs one engine pass: receive, execute, transmit. It reports
-// whether anything happened.
-func (d *Device) Progress() (bool, error) { return d.node.Poll(d.Now()) }
+// Progress runs one engine pass of every worker on the calling goroutine:
+// receive, execute, transmit. It reports whether anything happened.
+func (d *Device) Progress() (bool, error) { return d.group.Poll(d.Now()) }
 
-// Run drives the device until ctx ends or hook fails: the engine on a
-// thread of its own, hook (the application's posting and reaping) between
-// passes, busy-polling while there is work and backing off to a blocking
-// wait when there is none.
+// ProgressWorker runs one pass of worker w on the calling goroutine.
+func (d *Device) ProgressWorker(w int) (bool, error) { return d.group.Node(w).Poll(d.Now()) }
+
+// Run drives every worker on the calling goroutine until ctx ends or hook
+// fails: the engine on a locked thread, hook (the application's posting
+// and reaping) between passes, busy-polling while there is work and
+// backing off to a blocking wait when there is none.
 func (d *Device) Run(ctx context.Context, hook func() (bool, error)) error {
-	return d.node.Run(ctx, d.Now, hook)
+	return d.group.Run(ctx, d.Now, hook)
+}
+
+// RunWorkers drives each worker on a goroutine of its own until ctx ends
+// or a hook fails, then stops them all and returns the first error.
+// hooks[w] (nil: none; an empty slice: no hooks) runs between worker w's
+// passes, on its goroutine.
+func (d *Device) RunWorkers(ctx context.Context, hooks []func() (bool, error)) error {
+	var pin func(int) error
+	if len(d.opts.CPUs) > 0 {
+		pin = func(w int) error { return pinThread(d.opts.CPUs[w%len(d.opts.CPUs)]) }
+	}
+	return d.group.RunEach(ctx, d.Now, hooks, pin)
 }
 
 // Close destroys the queue pairs and releases what Open took.
@@ -128,6 +201,10 @@ func (d *Device) Close() error {
 	for i := len(d.closers) - 1; i >= 0; i-- {
 		errs = append(errs, d.closers[i]())
 	}
+	for _, s := range d.sleepers {
+		errs = append(errs, s.close())
+	}
+	d.sleepers = nil
 	return errors.Join(errs...)
 }
 
@@ -143,13 +220,16 @@ func (d *Device) allocQPN() uint32 {
 	}
 }
 
-func (d *Device) attach(q engine.QP) error {
+func (d *Device) attach(q engine.QP, worker int) error {
+	if worker < 0 || worker >= d.group.Len() {
+		return fmt.Errorf("device: worker %d: the device has %d", worker, d.group.Len())
+	}
 	if d.opts.Registrar != nil {
 		if err := d.opts.Registrar.SetQP(q.QPN(), 0); err != nil {
 			return fmt.Errorf("registering QPN %d with the classifier: %w", q.QPN(), err)
 		}
 	}
-	if err := d.node.Attach(q); err != nil {
+	if err := d.group.Attach(worker, q); err != nil {
 		if d.opts.Registrar != nil {
 			_ = d.opts.Registrar.DeleteQP(q.QPN())
 		}
@@ -165,7 +245,7 @@ func (d *Device) Destroy(q engine.QP) {
 		return
 	}
 	delete(d.qps, q.QPN())
-	d.node.Detach(q)
+	d.group.Detach(q)
 	if d.opts.Registrar != nil {
 		_ = d.opts.Registrar.DeleteQP(q.QPN())
 	}
@@ -176,6 +256,9 @@ type QPConfig struct {
 	SendCQ, RecvCQ *verbs.CQ
 	RQ             *verbs.RecvQueue
 	SQDepth        int
+	// Worker is the worker that owns the queue pair (default 0): it
+	// transmits on that worker's queue and is driven by its goroutine.
+	Worker int
 }
 
 // NewRC creates a reliable connected queue pair in the INIT state.
@@ -188,7 +271,7 @@ func (d *Device) NewRC(c QPConfig, access mr.Access) (*rc.QP, error) {
 	if err := q.Modify(&a, verbs.AttrState|verbs.AttrAccess|verbs.AttrPKey); err != nil {
 		return nil, err
 	}
-	if err := d.attach(q); err != nil {
+	if err := d.attach(q, c.Worker); err != nil {
 		return nil, err
 	}
 	return q, nil
@@ -212,7 +295,7 @@ func (d *Device) NewUD(c QPConfig, qkey uint32) (*ud.QP, error) {
 			return nil, err
 		}
 	}
-	if err := d.attach(q); err != nil {
+	if err := d.attach(q, c.Worker); err != nil {
 		return nil, err
 	}
 	return q, nil
@@ -306,9 +389,12 @@ func (d *Device) GID(a netip.Addr) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-// Link is the device's link, for raw frame baselines that bypass the
+// Link is worker 0's link, for raw frame baselines that bypass the
 // transport.
-func (d *Device) Link() link.Link { return d.link }
+func (d *Device) Link() link.Link { return d.links[0] }
+
+// Links are the workers' links, by worker.
+func (d *Device) Links() []link.Link { return d.links }
 
 // ReserveQPN takes a queue pair number and steers frames addressed to it
 // to this device, without a queue pair behind it: raw-frame tools use it

@@ -23,12 +23,15 @@ var ErrNotUp = errors.New("softfabric is not up on this interface")
 type OpenOptions struct {
 	// Queues limits the receive queues served (0: all of them).
 	Queues int
+	// CPUs pins the workers (see Options.CPUs).
+	CPUs []int
 }
 
 // Open opens the softfabric device on iface, which `softfabric up` has
 // prepared: it takes the device's queues exclusively, binds an AF_XDP
 // socket to each and enters them into the classifier's socket map, so
-// that RoCEv2 frames for this process's queue pairs reach it.
+// that RoCEv2 frames for this process's queue pairs reach it, and gives
+// each queue a worker.
 func Open(iface string, o OpenOptions) (d *Device, err error) {
 	if err := ctrl.EnsureBPFFS(); err != nil {
 		return nil, err
@@ -73,9 +76,9 @@ func Open(iface string, o OpenOptions) (d *Device, err error) {
 			_ = cls.DeleteQP(qpn)
 		}
 	}
-	queues := dev.RxQueues
-	if st.Queues > 0 && st.Queues < queues {
-		queues = st.Queues
+	queues := dev.Queues
+	if st.QueueLimit > 0 && st.QueueLimit < queues {
+		queues = st.QueueLimit
 	}
 	if o.Queues > 0 && o.Queues < queues {
 		queues = o.Queues
@@ -94,25 +97,53 @@ func Open(iface string, o OpenOptions) (d *Device, err error) {
 		closers = append(closers, func() error { return cls.DeleteSocket(0, q) })
 		links = append(links, s)
 	}
+	links, err = debugLinks(links, iface, &closers)
+	if err != nil {
+		return nil, err
+	}
+	var mac [6]byte
+	copy(mac[:], dev.MAC)
+	d = NewWorkers(links, Options{
+		Name:      iface,
+		MAC:       mac,
+		GIDs:      ctrl.GIDs(dev),
+		MTU:       dev.MTU,
+		Resolve:   resolve,
+		Registrar: cls,
+		CPUs:      o.CPUs,
+	})
+	d.closers = closers
+	return d, nil
+}
+
+// debugLinks applies the debugging aids the environment asks for. They
+// run the device with one worker over every queue (a multiLink), so that
+// one capture file and one fault injector see all of its frames in order:
+//
+//   - SOFTFABRIC_DEBUG_PCAP=file records the frames this process sends and
+//     receives (see debugCapture), which tcpdump cannot see: XDP
+//     redirects them before the kernel's taps, and AF_XDP transmit
+//     bypasses them. The capture sits right on the sockets, under the
+//     fault injector below, so that it records what really went out (not
+//     the frames the injector dropped, but its duplicates, corrupted bits
+//     and reordering) and what really came in.
+//   - SOFTFABRIC_DEBUG_LINK_FAULTS, a faulty.ParseSpec string like
+//     "reorder=5%,delay=100us", impairs the frames sent, to watch the
+//     transport cope with a bad network on a real NIC.
+func debugLinks(links []link.Link, iface string, closers *[]func() error) ([]link.Link, error) {
+	spec := os.Getenv("SOFTFABRIC_DEBUG_LINK_FAULTS")
+	if os.Getenv(envPcap) == "" && spec == "" {
+		return links, nil
+	}
 	l := newMultiLink(links)
-	// A debugging aid: SOFTFABRIC_DEBUG_PCAP=file records the frames this
-	// process sends and receives (see debugCapture), which tcpdump cannot
-	// see: XDP redirects them before the kernel's taps, and AF_XDP
-	// transmit bypasses them. The capture sits right on the sockets, under
-	// the fault injector below, so that it records what really went out
-	// (not the frames the injector dropped, but its duplicates, corrupted
-	// bits and reordering) and what really came in.
 	l, closeCapture, err := debugCapture(l, iface, os.Stderr)
 	if err != nil {
 		return nil, err
 	}
 	if closeCapture != nil {
-		closers = append(closers, closeCapture)
+		*closers = append(*closers, closeCapture)
 	}
-	// A debugging aid: SOFTFABRIC_DEBUG_LINK_FAULTS, a faulty.ParseSpec
-	// string like "reorder=5%,delay=100us", impairs the frames sent, to
-	// watch the transport cope with a bad network on a real NIC.
-	if spec := os.Getenv("SOFTFABRIC_DEBUG_LINK_FAULTS"); spec != "" {
+	if spec != "" {
 		f, err := faulty.ParseSpec(spec)
 		if err != nil {
 			return nil, fmt.Errorf("SOFTFABRIC_DEBUG_LINK_FAULTS: %w", err)
@@ -121,18 +152,7 @@ func Open(iface string, o OpenOptions) (d *Device, err error) {
 			return nil, err
 		}
 	}
-	var mac [6]byte
-	copy(mac[:], dev.MAC)
-	d = New(l, Options{
-		Name:      iface,
-		MAC:       mac,
-		GIDs:      ctrl.GIDs(dev),
-		MTU:       dev.MTU,
-		Resolve:   resolve,
-		Registrar: cls,
-	})
-	d.closers = closers
-	return d, nil
+	return []link.Link{l}, nil
 }
 
 func resolve(ctx context.Context, dst netip.Addr) (netip.Addr, [6]byte, error) {

@@ -46,9 +46,7 @@ func setup(t *testing.T, o netnstest.Options, wired bool) *netnstest.Pair {
 	if err := ctrl.EnsureBPFFS(); err != nil {
 		t.Fatal(err)
 	}
-	if o.Queues == 0 {
-		o.Queues = 2
-	}
+	// Queues 0: veths as users make them, with the kernel's queue counts.
 	var p *netnstest.Pair
 	if wired {
 		p = netnstest.NewWiredPair(t, o)
@@ -138,7 +136,8 @@ func TestUpStatusDown(t *testing.T) {
 	if err := json.Unmarshal([]byte(mustSF(t, p.B, "status", "--json")), &st); err != nil {
 		t.Fatal(err)
 	}
-	if len(st) != 1 || st[0]["iface"] != "eth0" || st[0]["state"] != "PORT_ACTIVE" || st[0]["queues"].(float64) != 2 {
+	if len(st) != 1 || st[0]["iface"] != "eth0" || st[0]["state"] != "PORT_ACTIVE" || st[0]["queues"].(float64) != 1 ||
+		st[0]["queue_source"] != "ethtool" || st[0]["serves"].(float64) != 1 {
 		t.Fatalf("status: %+v", st)
 	}
 	gids := fmt.Sprint(st[0]["gids"])
@@ -146,7 +145,7 @@ func TestUpStatusDown(t *testing.T) {
 		t.Fatalf("GIDs %s lack the IPv4-mapped GID of 198.18.0.2", gids)
 	}
 	text := mustSF(t, p.B, "status", "eth0")
-	for _, want := range []string{"hca_id:\tsoftfabric_eth0", "PORT_ACTIVE", "GID[0]: fe80:", "redirected"} {
+	for _, want := range []string{"hca_id:\tsoftfabric_eth0", "PORT_ACTIVE", "GID[0]: fe80:", "redirected", "queues:\t\t\t1 active of "} {
 		if !strings.Contains(text, want) {
 			t.Fatalf("status lacks %q:\n%s", want, text)
 		}
@@ -230,7 +229,7 @@ func TestCLIErrors(t *testing.T) {
 		{[]string{"up", "nope0"}, 1, `interface "nope0" not found`},
 		{[]string{"up"}, 2, "exactly one interface"},
 		{[]string{"up", "eth0", "--mode", "sideways"}, 2, "--mode"},
-		{[]string{"up", "eth0", "--queues", "5"}, 1, "has 2 receive queues, not 5"},
+		{[]string{"up", "eth0", "--queues", "4097"}, 1, "eth0 has 1 active queue; --queues 4097 needs more: the driver allocated only "},
 		{[]string{"up", "eth0", "--mtu", "100"}, 2, "--mtu"},
 		{[]string{"perf", "write"}, 2, "--iface is required"},
 		{[]string{"perf", "frob", "--iface", "eth0"}, 2, "unknown operation"},
@@ -302,7 +301,7 @@ func TestDeviceBusy(t *testing.T) {
 func perfPair(t *testing.T, p *netnstest.Pair, serverArgs []string, clientArgs ...string) []map[string]any {
 	t.Helper()
 	args := append([]string{"perf"}, serverArgs...)
-	args = append(args, "--iface", "eth0", "--json", "--timeout", "60s")
+	args = append(args, "--iface", p.B.Iface, "--json", "--timeout", "60s")
 	srv := p.B.Command(sfBin, args...)
 	var sout, serr bytes.Buffer
 	srv.Stdout, srv.Stderr = &sout, &serr
@@ -318,7 +317,7 @@ func perfPair(t *testing.T, p *netnstest.Pair, serverArgs []string, clientArgs .
 		time.Sleep(20 * time.Millisecond)
 	}
 	cargs := append([]string{"perf"}, clientArgs...)
-	cargs = append(cargs, "--iface", "eth0", "--json", "--timeout", "60s", "198.18.0.2")
+	cargs = append(cargs, "--iface", p.A.Iface, "--json", "--timeout", "60s", p.B.Addr.Addr().String())
 	out := mustSF(t, p.A, cargs...)
 	var rs []map[string]any
 	if err := json.Unmarshal([]byte(out), &rs); err != nil {

@@ -34,7 +34,7 @@ func (s *syncBuffer) String() string {
 // as the client in A against it, and returns both results.
 func pingpongPair(t *testing.T, p *netnstest.Pair, args ...string) (client, server result) {
 	t.Helper()
-	srv := p.B.Command(sfBin, append([]string{"pingpong", "--iface", "eth0"}, args...)...)
+	srv := p.B.Command(sfBin, append([]string{"pingpong", "--iface", p.B.Iface}, args...)...)
 	var sout, serr syncBuffer
 	srv.Stdout, srv.Stderr = &sout, &serr
 	if err := srv.Start(); err != nil {
@@ -46,7 +46,7 @@ func pingpongPair(t *testing.T, p *netnstest.Pair, args ...string) (client, serv
 	for !strings.Contains(serr.String(), "waiting") && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	client = sf(p.A, append(append([]string{"pingpong", "--iface", "eth0"}, args...), "198.18.0.2")...)
+	client = sf(p.A, append(append([]string{"pingpong", "--iface", p.A.Iface}, args...), p.B.Addr.Addr().String())...)
 	select {
 	case err := <-done:
 		server = result{sout.String(), serr.String(), srv.ProcessState.ExitCode()}

@@ -62,11 +62,17 @@ func (e *end) gid() netip.Addr {
 // rcPair connects an RC queue pair on a to one on b.
 func rcPair(t *testing.T, a, b *end, rqa, rqb *verbs.RecvQueue) (*rc.QP, *rc.QP) {
 	t.Helper()
-	qa, err := a.d.NewRC(device.QPConfig{SendCQ: a.scq, RecvCQ: a.rcq, RQ: rqa, SQDepth: 512}, all)
+	return rcPairOn(t, a, b, rqa, rqb, 0, 0)
+}
+
+// rcPairOn is rcPair with the queue pairs on workers wa of a and wb of b.
+func rcPairOn(t *testing.T, a, b *end, rqa, rqb *verbs.RecvQueue, wa, wb int) (*rc.QP, *rc.QP) {
+	t.Helper()
+	qa, err := a.d.NewRC(device.QPConfig{SendCQ: a.scq, RecvCQ: a.rcq, RQ: rqa, SQDepth: 512, Worker: wa}, all)
 	if err != nil {
 		t.Fatal(err)
 	}
-	qb, err := b.d.NewRC(device.QPConfig{SendCQ: b.scq, RecvCQ: b.rcq, RQ: rqb, SQDepth: 512}, all)
+	qb, err := b.d.NewRC(device.QPConfig{SendCQ: b.scq, RecvCQ: b.rcq, RQ: rqb, SQDepth: 512, Worker: wb}, all)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +385,7 @@ func TestHostileKernelPath(t *testing.T) {
 		total.Corrupted += c.Corrupted
 		total.Duplicated += c.Duplicated
 	}
-	sa, sb := a.d.Node().Stats(), b.d.Node().Stats()
+	sa, sb := a.d.Stats(), b.d.Stats()
 	t.Logf("kernel impairment: %+v; engine A %+v; engine B %+v", total, sa, sb)
 	if total.Dropped == 0 || total.Corrupted == 0 || total.Duplicated == 0 {
 		t.Fatalf("faults not injected: %+v", total)

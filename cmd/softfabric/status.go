@@ -42,7 +42,12 @@ type Status struct {
 	XDP       string        `json:"xdp"`
 	XDPProgID uint32        `json:"xdp_prog_id"`
 	Frags     bool          `json:"multi_buffer"`
-	Queues    int           `json:"queues"`
+	Queues    int           `json:"queues"`                // in use now (ctrl.Device.Queues)
+	MaxQueues int           `json:"max_queues"`            // allocated by the driver
+	QueueSrc  string        `json:"queue_source"`          // where Queues came from: ethtool, sysfs or default
+	QueuesUp  int           `json:"queues_at_up"`          // Queues at up
+	QueueLim  int           `json:"queue_limit,omitempty"` // up --queues; 0: none
+	Serves    int           `json:"serves"`                // what a device opened now serves: Queues, at most QueueLim
 	Owner     int           `json:"owner_pid,omitempty"`
 	Contexts  int           `json:"contexts"`
 	QPs       int           `json:"qps"`
@@ -62,7 +67,12 @@ func deviceStatus(iface string) (*Status, error) {
 	}
 	s := &Status{
 		Iface: iface, Ifindex: dev.Index, MAC: dev.MAC.String(), State: "PORT_ACTIVE", Since: st.Since,
-		MTU: dev.MTU, XDP: st.XDPMode, XDPProgID: dev.XDPProgID, Frags: st.Frags, Queues: st.Queues,
+		MTU: dev.MTU, XDP: st.XDPMode, XDPProgID: dev.XDPProgID, Frags: st.Frags,
+		Queues: dev.Queues, MaxQueues: dev.MaxRxQueues, QueueSrc: dev.QueueSource, QueuesUp: st.Queues, QueueLim: st.QueueLimit,
+	}
+	s.Serves = s.Queues
+	if s.QueueLim > 0 && s.QueueLim < s.Serves {
+		s.Serves = s.QueueLim
 	}
 	s.ActiveMTU = device.ActiveMTU(dev.MTU)
 	if !dev.Up {
@@ -182,7 +192,7 @@ func printStatus(w io.Writer, s *Status) {
 	fmt.Fprintf(w, "\tstate:\t\t\t%s (since %s)\n", s.State, s.Since.Format(time.RFC3339))
 	fmt.Fprintf(w, "\tmtu:\t\t\t%d (active_mtu %d)\n", s.MTU, s.ActiveMTU)
 	fmt.Fprintf(w, "\txdp:\t\t\t%s, prog id %d%s\n", s.XDP, s.XDPProgID, map[bool]string{true: ", multi-buffer", false: ""}[s.Frags])
-	fmt.Fprintf(w, "\tqueues:\t\t\t%d\n", s.Queues)
+	fmt.Fprintf(w, "\tqueues:\t\t\t%s\n", queuesLine(s))
 	fmt.Fprintf(w, "\tcontexts:\t\t%d (owner %s)\n", s.Contexts, owner)
 	fmt.Fprintf(w, "\tqps:\t\t\t%d\n", s.QPs)
 	fmt.Fprintf(w, "\tgids:\n")
@@ -192,6 +202,23 @@ func printStatus(w io.Writer, s *Status) {
 	if c := s.Counters; c != nil {
 		printCounters(w, c, "\t")
 	}
+}
+
+// queuesLine is status's queues line: "2 active of 2 allocated (ethtool)",
+// and when they changed since up or up limited them, what a device opened
+// now serves: "(ethtool; 1 at up: a newly opened device serves 2)".
+func queuesLine(s *Status) string {
+	why := s.QueueSrc
+	if s.QueueLim > 0 {
+		why += fmt.Sprintf("; --queues %d", s.QueueLim)
+	}
+	if s.QueuesUp != s.Queues {
+		why += fmt.Sprintf("; %d at up", s.QueuesUp)
+	}
+	if s.QueueLim > 0 || s.QueuesUp != s.Queues {
+		why += fmt.Sprintf(": a newly opened device serves %d", s.Serves)
+	}
+	return fmt.Sprintf("%d active of %d allocated (%s)", s.Queues, s.MaxQueues, why)
 }
 
 func printCounters(w io.Writer, c *bpf.Counters, indent string) {

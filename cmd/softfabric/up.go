@@ -32,7 +32,7 @@ func upFlagSet(o *upOpts) *flag.FlagSet {
 	fs.StringVar(&o.mode, "mode", "auto", "XDP attach mode: auto (native, else generic), native or generic")
 	fs.StringVar(&o.frags, "frags", "auto", "multi-buffer XDP for frames over 3840 bytes: auto (when the MTU needs it), on or off")
 	fs.IntVar(&o.mtu, "mtu", 0, "set the interface MTU first (e.g. 9000 for path MTU 4096)")
-	fs.IntVar(&o.queues, "queues", 0, "receive queues to serve (default: all the interface has)")
+	fs.IntVar(&o.queues, "queues", 0, "serve at most this many queues (default: all the interface uses)")
 	return fs
 }
 
@@ -89,8 +89,8 @@ func cmdUp(args []string, stdout, _ io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if o.queues > dev.RxQueues {
-		return fmt.Errorf("%s has %d receive queues, not %d", iface, dev.RxQueues, o.queues)
+	if o.queues > dev.Queues {
+		return tooFewQueues(dev, o.queues)
 	}
 	runDir, pinDir := ctrl.RunDir(dev.NetNS, iface), ctrl.BPFDir(dev.NetNS, iface)
 	if st, err := ctrl.LoadState(runDir); err == nil {
@@ -111,10 +111,6 @@ func cmdUp(args []string, stdout, _ io.Writer) error {
 			return err
 		}
 		dev.MTU = o.mtu
-	}
-	queues := dev.RxQueues
-	if o.queues > 0 {
-		queues = o.queues
 	}
 	frags := o.frags == "on" || o.frags == "auto" && dev.MTU+18 > copyModeMaxFrame
 	cls, err := bpf.Load(bpf.Options{Frags: frags})
@@ -143,14 +139,47 @@ func cmdUp(args []string, stdout, _ io.Writer) error {
 	st := &ctrl.State{
 		ProgID: progID,
 		Iface:  iface, Ifindex: dev.Index, NetNS: dev.NetNS, MAC: dev.MAC.String(), MTU: dev.MTU,
-		Queues: queues, XDPMode: used.String(), Frags: frags, PinDir: pinDir, Since: time.Now(), Version: version,
+		Queues: dev.Queues, QueueLimit: o.queues, XDPMode: used.String(), Frags: frags, PinDir: pinDir, Since: time.Now(), Version: version,
 	}
 	if err := ctrl.SaveState(runDir, st); err != nil {
 		undo()
 		return err
 	}
-	fmt.Fprintf(stdout, "softfabric: %s up: XDP %s, %d queue(s), MTU %d%s\n", iface, used, queues, dev.MTU, map[bool]string{true: ", multi-buffer", false: ""}[frags])
+	serving := ""
+	if o.queues > 0 && o.queues < dev.Queues {
+		serving = fmt.Sprintf(" (serving %d)", o.queues)
+	}
+	fmt.Fprintf(stdout, "softfabric: %s up: XDP %s, %s%s, MTU %d%s\n", iface, used, activeQueues(dev.Queues), serving, dev.MTU, map[bool]string{true: ", multi-buffer", false: ""}[frags])
 	return nil
+}
+
+// activeQueues says "1 active queue" or "N active queues".
+func activeQueues(n int) string {
+	if n == 1 {
+		return "1 active queue"
+	}
+	return fmt.Sprintf("%d active queues", n)
+}
+
+// tooFewQueues is up's error for --queues n above the queues dev uses: it
+// says how to raise them, or that the driver cannot.
+func tooFewQueues(dev *ctrl.Device, n int) error {
+	c, most := dev.Channels, dev.MaxRxQueues
+	if c != nil {
+		most = c.MaxQueues() // what ethtool -L can reach
+	}
+	if n > most {
+		return fmt.Errorf("%s has %s; --queues %d needs more: the driver allocated only %d", dev.Name, activeQueues(dev.Queues), n, most)
+	}
+	have := fmt.Sprintf("%s has %s (%d allocated); --queues %d needs more", dev.Name, activeQueues(dev.Queues), most, n)
+	switch {
+	case c == nil:
+		return fmt.Errorf("%s, and its driver has no channels to raise (ethtool -l)", have)
+	case c.IsCombined():
+		return fmt.Errorf("%s: raise them with 'ethtool -L %s combined %d'", have, dev.Name, n)
+	default:
+		return fmt.Errorf("%s: raise them with 'ethtool -L %s rx %d tx %d'", have, dev.Name, n, n)
+	}
 }
 
 func downFlags() *flag.FlagSet { return flag.NewFlagSet("down", flag.ContinueOnError) }

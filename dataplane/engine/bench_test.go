@@ -27,8 +27,14 @@ type stream struct {
 }
 
 func newStream(tb testing.TB, op verbs.Opcode, size, mtu, window int) *stream {
-	p := transporttest.NewPair(memlink.Config{Capacity: 1 << 14})
-	qa, qb, err := p.ConnectRC(transporttest.RCOptions{MTU: mtu, SQDepth: 1024, ARQ: verbs.NewRecvQueue(1024), BRQ: verbs.NewRecvQueue(1024)})
+	return newStreamOn(tb, transporttest.NewPair(memlink.Config{Capacity: 1 << 14}), transporttest.RCOptions{}, op, size, mtu, window)
+}
+
+// newStreamOn is newStream on pair p, with the queue pairs placed as o
+// says.
+func newStreamOn(tb testing.TB, p *transporttest.Pair, o transporttest.RCOptions, op verbs.Opcode, size, mtu, window int) *stream {
+	o.MTU, o.SQDepth, o.ARQ, o.BRQ = mtu, 1024, verbs.NewRecvQueue(1024), verbs.NewRecvQueue(1024)
+	qa, qb, err := p.ConnectRC(o)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -80,11 +86,24 @@ func (s *stream) run(tb testing.TB, n int) {
 }
 
 func (s *stream) packets() uint64 {
-	return s.p.A.Node.Stats().TxFrames + s.p.B.Node.Stats().TxFrames
+	var n uint64
+	for _, h := range []*transporttest.Host{s.p.A, s.p.B} {
+		if h.Group == nil {
+			n += h.Node.Stats().TxFrames
+			continue
+		}
+		for i := range h.Group.Len() {
+			n += h.Group.Node(i).Stats().TxFrames
+		}
+	}
+	return n
 }
 
 func benchStream(b *testing.B, op verbs.Opcode, size, mtu int) {
-	s := newStream(b, op, size, mtu, 128)
+	benchStreamOn(b, newStream(b, op, size, mtu, 128), size)
+}
+
+func benchStreamOn(b *testing.B, s *stream, size int) {
 	s.run(b, 1000) // warm up: buffers, queues
 	p0 := s.packets()
 	b.SetBytes(int64(size))

@@ -8,7 +8,9 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 
+	"github.com/softfabric/softfabric/dataplane/handoff"
 	"github.com/softfabric/softfabric/dataplane/link"
 	"github.com/softfabric/softfabric/dataplane/psn"
 	"github.com/softfabric/softfabric/dataplane/wire"
@@ -27,12 +29,18 @@ type QP interface {
 
 // Stats count the frames a node saw.
 type Stats struct {
-	RxFrames  uint64
+	RxFrames  uint64 // from the link (HandedIn not included)
 	TxFrames  uint64
 	Malformed uint64 // not a valid RoCEv2 packet
 	BadICRC   uint64 // corrupted: ICRC mismatch
 	UnknownQP uint64 // no queue pair with that number
 	TxStalls  uint64 // the link refused frames (backpressure)
+	// In a Group: frames received for a queue pair of another node and
+	// copied to it, frames other nodes copied here, and frames lost
+	// because the ring towards the owner was full.
+	HandedOff    uint64
+	HandedIn     uint64
+	HandoffDrops uint64
 }
 
 // Node is one end of a link with its queue pairs.
@@ -50,6 +58,15 @@ type Node struct {
 	tx     *link.Batch
 	pkt    wire.Packet
 	stats  Stats
+
+	// Set when the node is one of a Group.
+	group    *Group
+	id       int
+	out      []*handoff.Ring // towards each other node, by index (nil: self)
+	in       []*handoff.Ring // from the other nodes
+	touched  []bool          // out rings pushed to in this pass
+	sleeper  Sleeper
+	sleeping atomic.Bool // the node is (about to be) blocked in sleeper
 }
 
 // MaxQPN bounds the queue pair numbers a node accepts.
@@ -62,7 +79,7 @@ func New(l link.Link) *Node {
 		byQPN: make([]int32, MaxQPN),
 		rx:    make([][]byte, link.IdealBatch),
 		sizes: make([]int, link.IdealBatch),
-		tx:    link.NewBatch(link.IdealBatch, l.MaxFrame()),
+		tx:    link.NewBatchFor(l, link.IdealBatch),
 		views: make([][]byte, link.IdealBatch),
 	}
 	mem := make([]byte, link.IdealBatch*l.MaxFrame())
@@ -118,52 +135,74 @@ func (n *Node) Detach(q QP) {
 // Stats returns the counters.
 func (n *Node) Stats() Stats { return n.stats }
 
-// Poll runs one pass: receive up to a batch of frames, deliver them, then
-// transmit what every queue pair has to send. It reports whether anything
-// was received or sent.
+// Poll runs one pass: deliver what other nodes of the group handed over,
+// receive up to a batch of frames and deliver them (or hand them to the
+// node that owns their queue pair), then transmit what every queue pair
+// has to send. It reports whether anything was received or sent.
 func (n *Node) Poll(now int64) (bool, error) {
 	var got int
+	if n.group != nil {
+		got = n.receiveHandedIn(now)
+	}
 	if zc, ok := n.link.(link.ZeroCopyReceiver); ok {
 		// Parse and place straight from the link's buffers: the transport
 		// keeps nothing of a frame past Receive.
-		got = zc.RecvZC(n.views)
-		for _, f := range n.views[:got] {
-			n.deliver(f, now)
+		k := zc.RecvZC(n.views)
+		for _, f := range n.views[:k] {
+			n.deliver(f, now, true)
 		}
 		zc.ReleaseRx()
+		n.stats.RxFrames += uint64(k)
+		got += k
 	} else {
-		var err error
-		got, err = n.link.Recv(n.rx, n.sizes)
+		k, err := n.link.Recv(n.rx, n.sizes)
 		if err != nil {
 			return false, err
 		}
-		for i := 0; i < got; i++ {
-			n.deliver(n.rx[i][:n.sizes[i]], now)
+		for i := 0; i < k; i++ {
+			n.deliver(n.rx[i][:n.sizes[i]], now, true)
 		}
+		n.stats.RxFrames += uint64(k)
+		got += k
+	}
+	if n.group != nil {
+		n.publish()
 	}
 	sent, err := n.transmit(now)
 	return got > 0 || sent > 0, err
 }
 
-func (n *Node) deliver(frame []byte, now int64) {
-	n.stats.RxFrames++
+// deliver parses a frame and gives it to its queue pair. A frame for a
+// queue pair another node of the group owns goes to that node when
+// mayHandOff (frames from the link, not those already handed over), with
+// its ICRC still unchecked: the owner checks it, once.
+func (n *Node) deliver(frame []byte, now int64, mayHandOff bool) {
 	p := &n.pkt
 	if err := p.Parse(frame); err != nil {
 		n.stats.Malformed++
 		return
 	}
+	qpn := p.BTH().DestQP()
+	var s int32
+	if qpn < MaxQPN {
+		s = n.byQPN[qpn]
+		if s == 0 && mayHandOff && n.group != nil {
+			if o := int(n.group.owner[qpn].Load()) - 1; o >= 0 && o != n.id {
+				n.handOff(o, frame)
+				return
+			}
+		}
+	}
 	if !p.CheckICRC() {
 		n.stats.BadICRC++
 		return
 	}
-	qpn := p.BTH().DestQP()
-	if qpn >= MaxQPN || n.byQPN[qpn] == 0 {
+	if s == 0 {
 		n.stats.UnknownQP++
 		return
 	}
-	s := n.byQPN[qpn] - 1
-	n.slots[s].q.Receive(p, now)
-	n.activate(s) // it may have responses or a wider window now
+	n.slots[s-1].q.Receive(p, now)
+	n.activate(s - 1) // it may have responses or a wider window now
 }
 
 func (n *Node) transmit(now int64) (int, error) {

@@ -91,6 +91,7 @@ type harness struct {
 	ok       int
 	sizes    [3]int // completed messages: <=4 KiB, <=64 KiB, larger
 	scratch  []verbs.Completion
+	queues   int // nodes per host: 0 for a plain pair, else a group pair
 }
 
 func hostIndex(p *transporttest.Pair, h *transporttest.Host) int {
@@ -104,6 +105,11 @@ func (h *harness) connect(f *flow) {
 	t := h.t
 	var o transporttest.RCOptions
 	o.RdAtomic = 8
+	if h.queues > 0 {
+		// Place the two ends on different nodes, so that every frame of
+		// the flow crosses a handoff ring at the receiving host.
+		o.NodeA, o.NodeB = f.id%h.queues, (f.id+1)%h.queues
+	}
 	var qa, qb *rc.QP
 	var err error
 	if f.req == h.p.A {
@@ -363,9 +369,15 @@ func (h *harness) poll() {
 	}
 }
 
-func runProperty(t *testing.T, seed uint64, nflows int, perFlow uint64, largeFlows int) *harness {
+// runProperty runs the property over a plain pair of nodes (queues 0), or
+// over two groups of queues nodes each (see transporttest.NewGroupPair).
+func runProperty(t *testing.T, seed uint64, nflows int, perFlow uint64, largeFlows, queues int) *harness {
 	cfg := memlink.Config{Seed: seed, AtoB: hostile, BtoA: hostile, Capacity: 8192}
-	h := &harness{t: t, p: transporttest.NewPair(cfg), target: perFlow, scratch: make([]verbs.Completion, 256)}
+	p := transporttest.NewPair(cfg)
+	if queues > 0 {
+		p = transporttest.NewGroupPair(cfg, queues)
+	}
+	h := &harness{t: t, p: p, target: perFlow, scratch: make([]verbs.Completion, 256), queues: queues}
 	h.byQPN[0] = map[uint32]*flow{}
 	h.byQPN[1] = map[uint32]*flow{}
 	for i := 0; i < nflows; i++ {
@@ -415,7 +427,7 @@ func runProperty(t *testing.T, seed uint64, nflows int, perFlow uint64, largeFlo
 }
 
 func (h *harness) report(t *testing.T) {
-	ab, ba := h.p.A.Link.Stats(), h.p.B.Link.Stats()
+	ab, ba := h.p.A.Link.Stats(), h.p.B.Link.Stats() // queue 0's, in a group pair
 	t.Logf("%d requests: %d ok (≤4K %d, ≤64K %d, >64K %d), %d failed with retry-exceeded/flush; virtual time %v",
 		h.ok+h.failed, h.ok, h.sizes[0], h.sizes[1], h.sizes[2], h.failed, time.Duration(h.p.Now))
 	t.Logf("link A→B %+v", ab)
@@ -427,7 +439,7 @@ func (h *harness) report(t *testing.T) {
 			t.Fatalf("a fault was never injected: %+v", s)
 		}
 	}
-	if h.p.A.Node.Stats().BadICRC == 0 || h.p.B.Node.Stats().BadICRC == 0 {
+	if badICRC(h.p.A) == 0 || badICRC(h.p.B) == 0 {
 		t.Fatal("no corrupted frame was caught by the ICRC")
 	}
 	if h.failed*100 > h.ok {
@@ -443,8 +455,35 @@ func TestHostileNetwork(t *testing.T) {
 	if testing.Short() {
 		perFlow = 500
 	}
-	h := runProperty(t, 1, 16, perFlow, 2)
+	h := runProperty(t, 1, 16, perFlow, 2, 0)
 	h.report(t)
+}
+
+// TestHostileNetworkGroups is TestHostileNetwork between two devices of
+// three queues each, every flow's ends on different nodes: every frame is
+// received by a node that does not own its queue pair and reaches the
+// owner through a handoff ring. The property holds all the same.
+func TestHostileNetworkGroups(t *testing.T) {
+	perFlow := uint64(4000)
+	if testing.Short() {
+		perFlow = 300
+	}
+	h := runProperty(t, 3, 12, perFlow, 1, 3)
+	h.report(t)
+	for _, host := range []*transporttest.Host{h.p.A, h.p.B} {
+		var off, in, drops uint64
+		for i := range host.Group.Len() {
+			st := host.Group.Node(i).Stats()
+			t.Logf("node %d: %+v", i, st)
+			off, in, drops = off+st.HandedOff, in+st.HandedIn, drops+st.HandoffDrops
+		}
+		if off == 0 || in != off {
+			t.Fatalf("handed off %d, handed in %d: want equal and nonzero", off, in)
+		}
+		if drops != 0 {
+			t.Fatalf("%d frames dropped on handoff rings in lock-step polling", drops)
+		}
+	}
 }
 
 // TestSoak is the long version: 10 M requests. Run with `make soak`.
@@ -455,8 +494,20 @@ func TestSoak(t *testing.T) {
 	const flows = 16 // 14 small, 2 large: 10 seeds × 1.017 M ≥ 10 M requests
 	for seed := uint64(0); seed < 10; seed++ {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
-			h := runProperty(t, 100+seed, flows, 72_000, 2) // 1.017 M requests
+			h := runProperty(t, 100+seed, flows, 72_000, 2, 0) // 1.017 M requests
 			h.report(t)
 		})
 	}
+}
+
+// badICRC counts the frames a host's node or nodes dropped for their ICRC.
+func badICRC(h *transporttest.Host) uint64 {
+	if h.Group == nil {
+		return h.Node.Stats().BadICRC
+	}
+	var n uint64
+	for i := range h.Group.Len() {
+		n += h.Group.Node(i).Stats().BadICRC
+	}
+	return n
 }

@@ -74,22 +74,49 @@ func (b *Backoff) Idle(now, deadline int64) {
 	}
 }
 
-// idle backs off; in the sleeping phase it blocks in the link, when the
-// link can, until frames arrive or the next timer is due, so that an idle
-// device costs no CPU and still wakes at once.
+// idle backs off; in the sleeping phase it blocks until frames arrive or
+// the next timer is due: in the node's Sleeper when it has one (a node of
+// a group, which another node may wake with frames for it), else in the
+// link when the link can block. An idle device costs no CPU and still
+// wakes at once.
 func (n *Node) idle(b *Backoff, now int64) {
+	if !b.Sleeping() {
+		b.Idle(now, n.NextDeadline())
+		return
+	}
+	if n.sleeper != nil {
+		b.idle++
+		// Announce the sleep before the last look at the handoff rings:
+		// a node that publishes after that look sees the flag and wakes
+		// us, one that published before it is seen by the look.
+		n.sleeping.Store(true)
+		if !n.handedInWaiting() {
+			_ = n.sleeper.Sleep(sleepTimeout(now, n.NextDeadline()))
+		}
+		n.sleeping.Store(false)
+		return
+	}
 	w, ok := n.link.(link.Waiter)
-	if !ok || !b.Sleeping() {
+	if !ok {
 		b.Idle(now, n.NextDeadline())
 		return
 	}
 	b.idle++
-	timeout := 100 * time.Millisecond
-	if d := n.NextDeadline(); d != 0 {
-		timeout = min(timeout, max(time.Duration(d-now), 0))
-	}
-	_ = w.Wait(timeout)
+	_ = w.Wait(sleepTimeout(now, n.NextDeadline()))
 }
+
+// sleepTimeout bounds a blocking wait by the next timer deadline, and by
+// 100 ms so that a stopped run is noticed.
+func sleepTimeout(now, deadline int64) time.Duration {
+	timeout := 100 * time.Millisecond
+	if deadline != 0 {
+		timeout = min(timeout, max(time.Duration(deadline-now), 0))
+	}
+	return timeout
+}
+
+// SetSleeper installs where the node blocks when idle (see Sleeper).
+func (n *Node) SetSleeper(s Sleeper) { n.sleeper = s }
 
 // Run drives the node on the calling goroutine, locked to its OS thread,
 // until ctx ends or hook fails: each pass polls the node, then calls hook
@@ -97,17 +124,32 @@ func (n *Node) idle(b *Backoff, now int64) {
 // goroutine that owns the queue pairs), then backs off if neither did
 // anything. clock is the engine clock in nanoseconds.
 func (n *Node) Run(ctx context.Context, clock func() int64, hook func() (bool, error)) error {
+	return runLoop(ctx, clock, hook, nil, n.Poll, n.idle)
+}
+
+// runLoop is the run-to-completion loop of Node.Run, Group.Run and each
+// goroutine of Group.RunEach. setup, when not nil, runs first on the
+// locked thread (CPU pinning); the thread then stays locked for good and
+// dies with the goroutine, since its affinity is no longer the process's.
+func runLoop(ctx context.Context, clock func() int64, hook func() (bool, error), setup func() error,
+	poll func(int64) (bool, error), idle func(*Backoff, int64)) error {
 	runtime.LockOSThread()
+	pinned := setup != nil
 	locked := true
 	defer func() {
-		if locked {
+		if locked && !pinned {
 			runtime.UnlockOSThread()
 		}
 	}()
+	if pinned {
+		if err := setup(); err != nil {
+			return err
+		}
+	}
 	var b Backoff
 	for i := 0; ; i++ {
 		now := clock()
-		did, err := n.Poll(now)
+		did, err := poll(now)
 		if err != nil {
 			return err
 		}
@@ -126,12 +168,13 @@ func (n *Node) Run(ctx context.Context, clock func() int64, hook func() (bool, e
 			}
 		} else {
 			// A sleeping goroutine locked to its thread makes every wake a
-			// hand-off between OS threads; idle, the lock buys nothing.
-			if locked && b.Sleeping() {
+			// hand-off between OS threads; idle, the lock buys nothing
+			// (unless the thread is pinned).
+			if locked && !pinned && b.Sleeping() {
 				runtime.UnlockOSThread()
 				locked = false
 			}
-			n.idle(&b, now)
+			idle(&b, now)
 		}
 		// Busy, look at ctx now and then; idle passes are slow anyway.
 		if (!did || i&255 == 0) && ctx.Err() != nil {

@@ -61,3 +61,25 @@ type ZeroCopyReceiver interface {
 	// ReleaseRx returns the frames of the last RecvZC to the link.
 	ReleaseRx()
 }
+
+// TxFramer is a Link that lets the sender build frames in place, in the
+// buffers the device transmits from (an AF_XDP socket's UMEM chunks), so
+// that a frame is written once and never copied on its way out: headers
+// and payload are gathered straight into it. A Batch made by NewBatchFor
+// uses it.
+type TxFramer interface {
+	// TxBuf returns a free transmit buffer of TxBufSize bytes, or nil
+	// when none is free. Called again before TxSubmit, it returns the
+	// same buffer.
+	TxBuf() []byte
+	// TxSubmit queues the frame built in the last TxBuf, n bytes long,
+	// for the next Flush; n <= 0 gives the buffer back unsent.
+	TxSubmit(n int)
+	// TxRoom is how many more frames TxBuf and TxSubmit can take now.
+	TxRoom() int
+	// TxBufSize is the length of the buffers TxBuf returns.
+	TxBufSize() int
+	// Flush hands the queued frames to the device. Frames the device
+	// cannot take yet stay queued in the link for the next Flush.
+	Flush() error
+}

@@ -18,11 +18,16 @@ import (
 	"github.com/softfabric/softfabric/dataplane/wire"
 )
 
-// Host is one end: a node, its memory regions and completion queues.
+// Host is one end: a node (or, from NewGroupPair, a group of nodes, one
+// per queue), its memory regions and completion queues.
 type Host struct {
-	Node   *engine.Node
+	Node   *engine.Node // node 0 of Group, in a group pair
 	Link   *memlink.Endpoint
 	Filter *Filter
+	// Group and Links are set by NewGroupPair: node i of Group sends and
+	// receives on Links[i], whose peer is Links[i] of the other host.
+	Group  *engine.Group
+	Links  []*memlink.Endpoint
 	MRs    *mr.Table
 	SendCQ *verbs.CQ
 	RecvCQ *verbs.CQ
@@ -101,6 +106,65 @@ func NewPair(cfg memlink.Config) *Pair {
 	return p
 }
 
+// NewGroupPair returns two hosts of queues nodes each (engine.Group),
+// joined by one memlink pair per queue: what node i of one host sends
+// arrives at node i of the other, as on a veth in native XDP mode, where
+// transmit queue i feeds the peer's receive queue i. Queue pairs placed on
+// different nodes at the two ends (RCOptions.NodeA, NodeB) therefore
+// exchange every frame through the groups' handoff rings.
+func NewGroupPair(cfg memlink.Config, queues int) *Pair {
+	p := &Pair{Quantum: 1000}
+	cfg.Now = func() time.Duration { return time.Duration(p.Now) }
+	cfg.Backpressure = true
+	var la, lb []*memlink.Endpoint
+	var a, b []link.Link
+	for range queues {
+		x, y := memlink.NewPair(cfg)
+		la, lb = append(la, x), append(lb, y)
+		a, b = append(a, x), append(b, y)
+	}
+	p.A = newHost(la[0], 1)
+	p.B = newHost(lb[0], 2)
+	p.A.Group, p.A.Links = engine.NewGroup(a, 0), la
+	p.B.Group, p.B.Links = engine.NewGroup(b, 0), lb
+	p.A.Node, p.B.Node = p.A.Group.Node(0), p.B.Group.Node(0)
+	p.A.Filter, p.B.Filter = nil, nil
+	return p
+}
+
+// poll runs one pass of the host's node or group.
+func (h *Host) poll(now int64) (bool, error) {
+	if h.Group != nil {
+		return h.Group.Poll(now)
+	}
+	return h.Node.Poll(now)
+}
+
+func (h *Host) nextDeadline() int64 {
+	if h.Group != nil {
+		return h.Group.NextDeadline()
+	}
+	return h.Node.NextDeadline()
+}
+
+func (h *Host) pending() int {
+	if h.Group == nil {
+		return h.Link.Pending()
+	}
+	n := 0
+	for _, l := range h.Links {
+		n += l.Pending()
+	}
+	return n
+}
+
+func (h *Host) attach(node int, q *rc.QP) error {
+	if h.Group != nil {
+		return h.Group.Attach(node, q)
+	}
+	return h.Node.Attach(q)
+}
+
 func newHost(l *memlink.Endpoint, id byte) *Host {
 	f := &Filter{Link: l}
 	return &Host{
@@ -121,23 +185,23 @@ func newHost(l *memlink.Endpoint, id byte) *Host {
 // otherwise to the next timer. It reports false when nothing can ever
 // happen again (idle, nothing in flight, no timer).
 func (p *Pair) Step() bool {
-	a, err := p.A.Node.Poll(p.Now)
+	a, err := p.A.poll(p.Now)
 	if err != nil {
 		panic(err)
 	}
-	b, err := p.B.Node.Poll(p.Now)
+	b, err := p.B.poll(p.Now)
 	if err != nil {
 		panic(err)
 	}
 	if a || b {
 		return true
 	}
-	if p.A.Link.Pending() > 0 || p.B.Link.Pending() > 0 {
+	if p.A.pending() > 0 || p.B.pending() > 0 {
 		p.Now += p.Quantum
 		return true
 	}
-	next := p.A.Node.NextDeadline()
-	if d := p.B.Node.NextDeadline(); d != 0 && (next == 0 || d < next) {
+	next := p.A.nextDeadline()
+	if d := p.B.nextDeadline(); d != 0 && (next == 0 || d < next) {
 		next = d
 	}
 	if next == 0 {
@@ -180,6 +244,13 @@ type RCOptions struct {
 	Access      mr.Access        // responder access, default write|read|atomic
 	ARQ, BRQ    *verbs.RecvQueue // receive queues (default: a new one each)
 	PSNA, PSNB  uint32           // initial send PSNs
+	// NodeA and NodeB place the queue pairs on nodes of the hosts'
+	// groups (NewGroupPair); default node 0.
+	NodeA, NodeB int
+	// CQA and CQB, when set, are the queue pairs' send and receive
+	// completion queues instead of the hosts' (a queue pair driven by its
+	// node's own goroutine needs completion queues of its own).
+	CQA, CQB *verbs.CQ
 }
 
 // ConnectRC creates one RC queue pair on each host, connects them and moves
@@ -212,18 +283,22 @@ func (p *Pair) ConnectRC(o RCOptions) (qa, qb *rc.QP, err error) {
 	if o.BRQ == nil {
 		o.BRQ = verbs.NewRecvQueue(4096)
 	}
-	mk := func(h *Host, rq *verbs.RecvQueue) (*rc.QP, error) {
-		q, err := rc.New(rc.Config{QPN: h.nextQPN, MRs: h.MRs, SendCQ: h.SendCQ, RecvCQ: h.RecvCQ, RQ: rq, SQDepth: o.SQDepth})
+	mk := func(h *Host, rq *verbs.RecvQueue, node int, cq *verbs.CQ) (*rc.QP, error) {
+		scq, rcq := h.SendCQ, h.RecvCQ
+		if cq != nil {
+			scq, rcq = cq, cq
+		}
+		q, err := rc.New(rc.Config{QPN: h.nextQPN, MRs: h.MRs, SendCQ: scq, RecvCQ: rcq, RQ: rq, SQDepth: o.SQDepth})
 		if err != nil {
 			return nil, err
 		}
 		h.nextQPN++
-		return q, h.Node.Attach(q)
+		return q, h.attach(node, q)
 	}
-	if qa, err = mk(p.A, o.ARQ); err != nil {
+	if qa, err = mk(p.A, o.ARQ, o.NodeA, o.CQA); err != nil {
 		return nil, nil, err
 	}
-	if qb, err = mk(p.B, o.BRQ); err != nil {
+	if qb, err = mk(p.B, o.BRQ, o.NodeB, o.CQB); err != nil {
 		return nil, nil, err
 	}
 	if err = bringUp(qa, qb, p.A, p.B, o, o.PSNA, o.PSNB); err != nil {

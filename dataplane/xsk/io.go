@@ -265,6 +265,23 @@ func (s *Socket) TxBuf() []byte {
 	return s.mem[s.txChunk : s.txChunk+s.frameSize : s.txChunk+s.frameSize]
 }
 
+// TxRoom is how many frames TxBuf and TxSubmit can take now: free chunks
+// (reclaiming completed ones when there are none) and free tx slots.
+func (s *Socket) TxRoom() int {
+	if len(s.q.free) == 0 {
+		s.reclaim()
+	}
+	free := len(s.q.free)
+	if s.txHave {
+		free++
+	}
+	return min(free, int(s.tx.free(1)))
+}
+
+// TxBufSize is the length of the buffers TxBuf returns: a UMEM chunk
+// (the rx headroom is not needed on transmit).
+func (s *Socket) TxBufSize() int { return int(s.frameSize) }
+
 // TxSubmit queues the frame built in the last TxBuf, n bytes long, for the
 // next Flush (or Send). n ≤ 0 gives the chunk back unsent.
 func (s *Socket) TxSubmit(n int) {
@@ -365,6 +382,21 @@ const stashWait = time.Millisecond
 // ErrTimeout is returned by Wait when the timeout passed with nothing
 // received; it is os.ErrDeadlineExceeded.
 var ErrTimeout = os.ErrDeadlineExceeded
+
+// PrepareWait readies the socket for a poll(2) on its FD by a caller that
+// waits on several descriptors at once (a device worker, which also waits
+// for frames handed over by other workers): it reports whether frames are
+// already waiting, and returns timeout, shortened while received chunks
+// wait for room in the fill ring (see Wait).
+func (s *Socket) PrepareWait(timeout time.Duration) (bool, time.Duration) {
+	if s.rx.avail(1) > 0 {
+		return true, timeout
+	}
+	if s.refill(); len(s.q.stash) > 0 && timeout > stashWait {
+		timeout = stashWait
+	}
+	return false, timeout
+}
 
 // Wait blocks until the rx ring has frames, the timeout passes (ErrTimeout)
 // or the socket is closed. It parks the goroutine in Go's netpoller, not

@@ -199,6 +199,9 @@ func TestBackpressure(t *testing.T) {
 	}
 	// Hold the kernel off: a full tx ring with nothing consumed. Posting
 	// by hand (TxBuf/TxSubmit without Flush) fills ring and chunks.
+	if r := s.TxRoom(); r != ring {
+		t.Fatalf("TxRoom %d on an empty ring of %d", r, ring)
+	}
 	for i := range ring {
 		buf := s.TxBuf()
 		if buf == nil {
@@ -206,8 +209,8 @@ func TestBackpressure(t *testing.T) {
 		}
 		s.TxSubmit(copy(buf, frames[i]))
 	}
-	if s.TxBuf() != nil {
-		t.Fatal("TxBuf with a full tx ring")
+	if s.TxBuf() != nil || s.TxRoom() != 0 {
+		t.Fatalf("TxBuf with a full tx ring (TxRoom %d)", s.TxRoom())
 	}
 	// Send first kicks the ring empty (the posted frames go out and
 	// complete), then takes what fits in the ring again: exactly ring.

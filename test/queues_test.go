@@ -1,0 +1,249 @@
+package test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/softfabric/softfabric/ctrl"
+	"github.com/softfabric/softfabric/dataplane/xsk"
+	"github.com/softfabric/softfabric/internal/netnstest"
+)
+
+var userSeq atomic.Uint32
+
+// userPair makes two namespaces joined by a veth made the way users make
+// one, in one command and with no queue counts:
+//
+//	ip link add name a netns A type veth peer name b netns B
+//
+// so with the kernel's defaults: a queue allocated per possible CPU, one
+// in use. A has 198.19.8.1/24 on a, B 198.19.8.2/24 on b.
+func userPair(t *testing.T) *netnstest.Pair {
+	t.Helper()
+	netnstest.Require(t)
+	if err := ctrl.EnsureBPFFS(); err != nil {
+		t.Fatal(err)
+	}
+	id := fmt.Sprintf("sfu%d-%d", os.Getpid()%100000, userSeq.Add(1))
+	p := &netnstest.Pair{
+		A: &netnstest.Host{NS: id + "-a", Iface: "a", Addr: netip.MustParsePrefix("198.19.8.1/24")},
+		B: &netnstest.Host{NS: id + "-b", Iface: "b", Addr: netip.MustParsePrefix("198.19.8.2/24")},
+	}
+	t.Cleanup(func() {
+		for _, h := range []*netnstest.Host{p.A, p.B} {
+			_, _ = netnstest.Run("ip", "netns", "del", h.NS)
+		}
+	})
+	steps := [][]string{
+		{"ip", "netns", "add", p.A.NS},
+		{"ip", "netns", "add", p.B.NS},
+		{"ip", "link", "add", "name", "a", "netns", p.A.NS, "type", "veth", "peer", "name", "b", "netns", p.B.NS},
+	}
+	for _, h := range []*netnstest.Host{p.A, p.B} {
+		steps = append(steps,
+			[]string{"ip", "-n", h.NS, "addr", "add", h.Addr.String(), "dev", h.Iface},
+			[]string{"ip", "-n", h.NS, "link", "set", "dev", h.Iface, "up"},
+			[]string{"ip", "-n", h.NS, "link", "set", "dev", "lo", "up"},
+		)
+	}
+	for _, s := range steps {
+		if _, err := netnstest.Run(s[0], s[1:]...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, h := range []*netnstest.Host{p.A, p.B} {
+		err := h.Do(func() error {
+			ifc, err := net.InterfaceByName(h.Iface)
+			if err != nil {
+				return err
+			}
+			h.MAC, h.Index = ifc.HardwareAddr, ifc.Index
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return p
+}
+
+// statusJSON is `softfabric status IFACE --json` in h.
+func statusJSON(t *testing.T, h *netnstest.Host) map[string]any {
+	t.Helper()
+	var st []map[string]any
+	if err := json.Unmarshal([]byte(mustSF(t, h, "status", h.Iface, "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st) != 1 {
+		t.Fatalf("status: %+v", st)
+	}
+	return st[0]
+}
+
+// checkQueues checks status's queue facts.
+func checkQueues(t *testing.T, h *netnstest.Host, queues, maxQueues, atUp, serves int) {
+	t.Helper()
+	st := statusJSON(t, h)
+	if st["queues"] != float64(queues) || st["max_queues"] != float64(maxQueues) || st["queues_at_up"] != float64(atUp) ||
+		st["serves"] != float64(serves) || st["queue_source"] != "ethtool" {
+		t.Fatalf("status in %s: queues %v of %v (%v), %v at up, serves %v; want %d of %d (ethtool), %d at up, serves %d",
+			h.NS, st["queues"], st["max_queues"], st["queue_source"], st["queues_at_up"], st["serves"], queues, maxQueues, atUp, serves)
+	}
+}
+
+func allocated(t *testing.T, h *netnstest.Host) int {
+	t.Helper()
+	var d *ctrl.Device
+	if err := h.Do(func() (err error) { d, err = ctrl.LookupDevice(h.Iface); return err }); err != nil {
+		t.Fatal(err)
+	}
+	return d.MaxRxQueues
+}
+
+// TestUserVeth: the veth of the bug report, untouched, works: up, an RDMA
+// write bandwidth run and a ping-pong. It used to fail with "AF_XDP socket
+// on a queue 1: ... bind: invalid argument": the device bound a socket to
+// every queue the veth allocated, not to the one it uses.
+func TestUserVeth(t *testing.T) {
+	p := userPair(t)
+	up(t, p.A, p.B)
+	alloc := allocated(t, p.A)
+	t.Logf("a: 1 queue in use of %d allocated", alloc)
+	checkQueues(t, p.A, 1, alloc, 1, 1)
+	rs := perfPair(t, p, []string{"write"}, "write", "--size", "4096", "--iters", "2000")
+	if len(rs) != 1 || rs[0]["iterations"].(float64) != 2000 || rs[0]["msg_rate_mpps"].(float64) <= 0 {
+		t.Fatalf("perf write: %+v", rs)
+	}
+	c, s := pingpongPair(t, p, "-n", "200")
+	for _, r := range []result{c, s} {
+		if r.code != 0 || !strings.Contains(r.out, "1638400 bytes in ") || !strings.Contains(r.out, "200 iters in ") {
+			t.Fatalf("pingpong: client %+v, server %+v", c, s)
+		}
+	}
+}
+
+// TestUpQueuesHint: up --queues above the queues in use is one line that
+// says how to raise them, and leaves nothing behind.
+func TestUpQueuesHint(t *testing.T) {
+	p := userPair(t)
+	alloc := allocated(t, p.A)
+	if alloc < 2 {
+		t.Skipf("a default veth allocates %d queue on this host: nothing to raise", alloc)
+	}
+	r := sf(p.A, "up", "a", "--queues", "2")
+	want := fmt.Sprintf("softfabric: up: a has 1 active queue (%d allocated); --queues 2 needs more: raise them with 'ethtool -L a rx 2 tx 2'\n", alloc)
+	if r.code != 1 || r.err != want || r.out != "" {
+		t.Fatalf("up --queues 2: exit %d, stdout %q, stderr %q; want exit 1 and %q", r.code, r.out, r.err, want)
+	}
+	if left := leftovers(t, p.A); len(left) != 0 {
+		t.Fatalf("a refused up left %v", left)
+	}
+}
+
+// TestChannelsChangedWhileUp: channels raised after up (ethtool -L a rx 2
+// tx 2 at both ends) show in status, and the next process that opens the
+// device serves both queues, without a new up.
+func TestChannelsChangedWhileUp(t *testing.T) {
+	p := userPair(t)
+	alloc := allocated(t, p.A)
+	if alloc < 2 {
+		t.Skipf("a default veth allocates %d queue on this host: nothing to raise", alloc)
+	}
+	up(t, p.A, p.B)
+	checkQueues(t, p.A, 1, alloc, 1, 1)
+	if err := bindQueue(p.B, 1); !errors.Is(err, unix.EINVAL) {
+		t.Fatalf("binding queue 1 of b, not in use: %v, want EINVAL", err)
+	}
+	// With XDP attached at both ends, veth refuses a transmit count above
+	// the peer's receive count: receive first, then transmit.
+	for _, step := range []struct {
+		h      *netnstest.Host
+		rx, tx uint32
+	}{{p.A, 2, 0}, {p.B, 2, 0}, {p.A, 0, 2}, {p.B, 0, 2}} {
+		if err := step.h.Do(func() error { return ctrl.SetChannels(step.h.Index, step.rx, step.tx, 0) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, h := range []*netnstest.Host{p.A, p.B} {
+		checkQueues(t, h, 2, alloc, 1, 2)
+	}
+	text := mustSF(t, p.A, "status", "a")
+	if want := fmt.Sprintf("\tqueues:\t\t\t2 active of %d allocated (ethtool; 1 at up: a newly opened device serves 2)\n", alloc); !strings.Contains(text, want) {
+		t.Fatalf("status lacks %q:\n%s", want, text)
+	}
+
+	// A perf server in B holds the device: an AF_XDP socket on each queue.
+	srv := p.B.Command(sfBin, "perf", "write", "--iface", "b", "--json", "--timeout", "60s")
+	var serr bytes.Buffer
+	srv.Stderr = &serr
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(serr.String(), "waiting") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	// It holds both queues: a second socket on either is refused as busy
+	// (where a socket on a queue not in use is invalid, as before the
+	// change).
+	for q := range 2 {
+		if err := bindQueue(p.B, q); !errors.Is(err, unix.EBUSY) {
+			t.Fatalf("binding queue %d of b beside the perf server: %v, want EBUSY (server: %s)", q, err, serr.String())
+		}
+	}
+	out := mustSF(t, p.A, "perf", "write", "--iface", "a", "--json", "--timeout", "60s", "--size", "4096", "--iters", "2000", "--qps", "4", "198.19.8.2")
+	var rs []map[string]any
+	if err := json.Unmarshal([]byte(out), &rs); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if len(rs) != 1 || rs[0]["iterations"].(float64) != 2000 {
+		t.Fatalf("perf write after the channel change: %+v", rs)
+	}
+}
+
+// bindQueue binds an AF_XDP socket (rx and tx rings, as the device's) to
+// queue q of h's interface, and closes it again.
+func bindQueue(h *netnstest.Host, q int) error {
+	return h.Do(func() error {
+		s, err := xsk.Open(xsk.Config{Ifindex: h.Index, Queue: q})
+		if err == nil {
+			s.Close()
+		}
+		return err
+	})
+}
+
+// TestFourQueues: a veth made with four queues serves four, or fewer with
+// up --queues.
+func TestFourQueues(t *testing.T) {
+	p := setup(t, netnstest.Options{Queues: 4}, false)
+	if out := mustSF(t, p.A, "up", "eth0", "--queues", "2"); out != "softfabric: eth0 up: XDP native, 4 active queues (serving 2), MTU 1500\n" {
+		t.Fatalf("up --queues 2: %q", out)
+	}
+	if text := mustSF(t, p.A, "status", "eth0"); !strings.Contains(text, "\tqueues:\t\t\t4 active of 4 allocated (ethtool; --queues 2: a newly opened device serves 2)\n") {
+		t.Fatalf("status after up --queues 2:\n%s", text)
+	}
+	mustSF(t, p.A, "down", "eth0")
+
+	up(t, p.A, p.B)
+	checkQueues(t, p.B, 4, 4, 4, 4)
+	if text := mustSF(t, p.B, "status", "eth0"); !strings.Contains(text, "\tqueues:\t\t\t4 active of 4 allocated (ethtool)\n") {
+		t.Fatalf("status:\n%s", text)
+	}
+	rs := perfPair(t, p, []string{"write"}, "write", "--size", "4096", "--iters", "2000", "--qps", "4")
+	if len(rs) != 1 || rs[0]["iterations"].(float64) != 2000 {
+		t.Fatalf("perf write: %+v", rs)
+	}
+}
