@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
 	"github.com/softfabric/softfabric/dataplane/wire"
@@ -31,29 +33,33 @@ func bpffs(t *testing.T) string {
 	return dir
 }
 
-// xdpOf returns the XDP state `ip -d link show eth0` in h reports: "" when
-// no program is attached, else the mode word and the id, e.g.
-// "xdpgeneric/id:42" or "xdp/id:42" (native).
+// xdpOf returns the XDP state of h's interface as the netlink package
+// (not ours) reads it, in the words of `ip link show`: "" when no program
+// is attached, else the mode word and the id, e.g. "xdpgeneric/id:42" or
+// "xdp/id:42" (native).
 func xdpOf(t *testing.T, h *netnstest.Host) string {
 	t.Helper()
-	out, err := h.Exec("ip", "-d", "link", "show", h.Iface)
-	if err != nil {
+	var x *netlink.LinkXdp
+	if err := h.Do(func() error {
+		l, err := netlink.LinkByName(h.Iface)
+		if err == nil {
+			x = l.Attrs().Xdp
+		}
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
-	var mode, id string
-	f := strings.Fields(out)
-	for i, w := range f {
-		switch {
-		case strings.HasPrefix(w, "xdp") && i > 0 && i+1 < len(f) && f[i-2] == "mtu":
-			mode = w
-		case w == "prog/xdp" && i+2 < len(f) && f[i+1] == "id":
-			id = f[i+2]
-		}
-	}
-	if mode == "" && id == "" {
+	if x == nil || !x.Attached {
 		return ""
 	}
-	return mode + "/id:" + id
+	mode, ok := map[uint32]string{
+		nl.XDP_ATTACHED_DRV: "xdp", nl.XDP_ATTACHED_SKB: "xdpgeneric",
+		nl.XDP_ATTACHED_HW: "xdpoffload", 4: "xdpmulti", // XDP_ATTACHED_MULTI
+	}[x.AttachMode]
+	if !ok {
+		mode = fmt.Sprintf("xdp(mode %d)", x.AttachMode)
+	}
+	return fmt.Sprintf("%s/id:%d", mode, x.ProgId)
 }
 
 // sendBTH sends n UDP datagrams from a to b:4791 whose payload is a BTH for
@@ -259,7 +265,7 @@ func TestAttach(t *testing.T) {
 				wantIP = fmt.Sprintf("xdpgeneric/id:%d", id)
 			}
 			if x := xdpOf(t, p.B); x != wantIP {
-				t.Fatalf("ip link shows %q, want %q", x, wantIP)
+				t.Fatalf("the link shows %q, want %q", x, wantIP)
 			}
 			if err := p.B.Do(func() error {
 				qid, qmode, err := XDPProgram(p.B.Index)
@@ -323,7 +329,7 @@ func TestAttach(t *testing.T) {
 				t.Fatal(err)
 			}
 			if x := xdpOf(t, p.B); x != "" {
-				t.Fatalf("after Detach ip link shows %q", x)
+				t.Fatalf("after Detach the link shows %q", x)
 			}
 		})
 	}
@@ -365,26 +371,70 @@ func TestAlreadyAttached(t *testing.T) {
 		}
 	}
 
-	// A program attached the old way, through netlink, by someone else.
+	// A program attached the old way, through netlink, by someone else:
+	// with netlink calls, and by ip(8) loading the object file itself.
 	obj, err := filepath.Abs("classifier_bpfel.o")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, err := p.B.Exec("ip", "link", "set", "dev", p.B.Iface, "xdpgeneric", "obj", obj, "sec", "xdp"); err != nil {
-		t.Fatalf("ip link set xdpgeneric: %v\n%s", err, out)
+	setXDP := func(fd int) error {
+		return p.B.Do(func() error {
+			l, err := netlink.LinkByName(p.B.Iface)
+			if err != nil {
+				return err
+			}
+			return netlink.LinkSetXdpFdWithFlags(l, fd, nl.XDP_FLAGS_SKB_MODE)
+		})
 	}
-	var id uint32
-	p.B.Do(func() (err error) { id, _, err = XDPProgram(p.B.Index); return err })
-	err = attach(second, ModeAuto)
-	if !errors.Is(err, ErrAlreadyAttached) || id == 0 || !strings.Contains(err.Error(), fmt.Sprintf("(id %d, generic)", id)) {
-		t.Fatalf("over ip's program %d: %v", id, err)
-	}
-	t.Logf("over ip's program: %v", err)
-	if out, err := p.B.Exec("ip", "link", "set", "dev", p.B.Iface, "xdpgeneric", "off"); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	if err := attach(second, ModeAuto); err != nil {
-		t.Fatalf("after ip removed its program: %v", err)
+	for _, foreign := range []struct {
+		name           string
+		attach, detach func(t *testing.T)
+	}{
+		{
+			"netlink",
+			func(t *testing.T) {
+				if err := setXDP(load(t, Options{}).Program().FD()); err != nil {
+					t.Fatalf("attaching through netlink: %v", err)
+				}
+			},
+			func(t *testing.T) {
+				if err := setXDP(-1); err != nil {
+					t.Fatalf("detaching through netlink: %v", err)
+				}
+			},
+		},
+		{
+			"ip",
+			func(t *testing.T) {
+				netnstest.RequireIP(t)
+				if out, err := p.B.Exec("ip", "link", "set", "dev", p.B.Iface, "xdpgeneric", "obj", obj, "sec", "xdp"); err != nil {
+					t.Fatalf("ip link set xdpgeneric: %v\n%s", err, out)
+				}
+			},
+			func(t *testing.T) {
+				if out, err := p.B.Exec("ip", "link", "set", "dev", p.B.Iface, "xdpgeneric", "off"); err != nil {
+					t.Fatalf("%v\n%s", err, out)
+				}
+			},
+		},
+	} {
+		t.Run(foreign.name, func(t *testing.T) {
+			foreign.attach(t)
+			var id uint32
+			p.B.Do(func() (err error) { id, _, err = XDPProgram(p.B.Index); return err })
+			err := attach(second, ModeAuto)
+			if !errors.Is(err, ErrAlreadyAttached) || id == 0 || !strings.Contains(err.Error(), fmt.Sprintf("(id %d, generic)", id)) {
+				t.Fatalf("over %s's program %d: %v", foreign.name, id, err)
+			}
+			t.Logf("over %s's program: %v", foreign.name, err)
+			foreign.detach(t)
+			if err := attach(second, ModeAuto); err != nil {
+				t.Fatalf("after %s removed its program: %v", foreign.name, err)
+			}
+			if err := second.Detach(); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
 
@@ -411,7 +461,7 @@ func TestPinOpenRemove(t *testing.T) {
 		t.Fatal(err)
 	}
 	if x := xdpOf(t, p.B); x != fmt.Sprintf("xdp/id:%d", id) {
-		t.Fatalf("after Close ip link shows %q", x)
+		t.Fatalf("after Close the link shows %q", x)
 	}
 
 	o, err := Open(dir)
@@ -462,7 +512,7 @@ func TestPinOpenRemove(t *testing.T) {
 		t.Fatal(err)
 	}
 	if x := xdpOf(t, p.B); x != "" {
-		t.Fatalf("after Remove ip link shows %q", x)
+		t.Fatalf("after Remove the link shows %q", x)
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("after Remove: %v", err)

@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/mdlayher/netlink"
@@ -140,23 +139,14 @@ func TestSysfsQueues(t *testing.T) {
 	}
 }
 
-var nsSeq atomic.Uint32
-
-// defaultVeth makes a namespace with a veth pair a, b made as users make
-// one: `ip link add name a type veth peer name b`, no queue counts, so the
+// defaultVeth makes a namespace with a veth made as users make one,
+// `ip link add name a type veth peer name b`: no queue counts, so the
 // kernel's defaults (one queue allocated per possible CPU, one in use).
+// netnstest's Options{} sends the same request (its TestDefaultQueuesAsIP
+// compares the two), without needing ip(8).
 func defaultVeth(t *testing.T) *netnstest.Host {
 	t.Helper()
-	netnstest.Require(t)
-	h := &netnstest.Host{NS: fmt.Sprintf("sfch%d-%d", os.Getpid()%100000, nsSeq.Add(1)), Iface: "a"}
-	if _, err := netnstest.Run("ip", "netns", "add", h.NS); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = netnstest.Run("ip", "netns", "del", h.NS) })
-	if _, err := h.Exec("ip", "link", "add", "name", "a", "type", "veth", "peer", "name", "b"); err != nil {
-		t.Fatal(err)
-	}
-	return h
+	return netnstest.NewPair(t, netnstest.Options{}).A
 }
 
 // possibleCPUs counts /sys/devices/system/cpu/possible ("0-1", "0,2-3"):
@@ -198,7 +188,7 @@ func TestQueuesDefaultVeth(t *testing.T) {
 	t.Parallel()
 	h := defaultVeth(t)
 	alloc := min(possibleCPUs(t), 4096)
-	d := lookupIn(t, h, "a")
+	d := lookupIn(t, h, h.Iface)
 	want := Channels{MaxRx: uint32(alloc), MaxTx: uint32(alloc), Rx: 1, Tx: 1}
 	if d.Queues != 1 || d.MaxRxQueues != alloc || d.MaxTxQueues != alloc || d.QueueSource != QueuesFromEthtool ||
 		d.Channels == nil || *d.Channels != want {
@@ -219,7 +209,7 @@ func TestQueuesFourQueueVeth(t *testing.T) {
 func TestSetChannels(t *testing.T) {
 	t.Parallel()
 	h := defaultVeth(t)
-	d := lookupIn(t, h, "a")
+	d := lookupIn(t, h, h.Iface)
 	if d.MaxRxQueues < 2 {
 		t.Skipf("a default veth allocates %d queue on this host: nothing to raise", d.MaxRxQueues)
 	}
@@ -241,10 +231,10 @@ func TestSetChannels(t *testing.T) {
 		if c := read(); c.Rx != n || c.Tx != n || c.Combined != 0 {
 			t.Fatalf("channels after SetChannels(rx %d, tx %d): %+v", n, n, c)
 		}
-		if d := lookupIn(t, h, "a"); d.Queues != int(n) {
+		if d := lookupIn(t, h, h.Iface); d.Queues != int(n) {
 			t.Fatalf("Queues %d after SetChannels(rx %d, tx %d)", d.Queues, n, n)
 		}
-		if out, err := h.Exec("ls", "/sys/class/net/a/queues"); err != nil || strings.Count(out, "rx-") != int(n) {
+		if out, err := h.Exec("ls", "/sys/class/net/"+h.Iface+"/queues"); err != nil || strings.Count(out, "rx-") != int(n) {
 			t.Fatalf("sysfs queues after SetChannels(rx %d, tx %d): %v %q", n, n, err, out)
 		}
 	}
@@ -255,7 +245,7 @@ func TestSetChannels(t *testing.T) {
 	if c := read(); c.Rx != 2 || c.Tx != 1 {
 		t.Fatalf("channels after SetChannels(rx 2): %+v", c)
 	}
-	if d := lookupIn(t, h, "a"); d.Queues != 1 {
+	if d := lookupIn(t, h, h.Iface); d.Queues != 1 {
 		t.Fatalf("Queues %d with rx 2 tx 1: an AF_XDP socket with a tx ring binds queue 0 only", d.Queues)
 	}
 	over := uint32(d.MaxRxQueues) + 1
@@ -283,9 +273,7 @@ func TestSetChannels(t *testing.T) {
 func TestQueuesNoChannels(t *testing.T) {
 	t.Parallel()
 	p := netnstest.NewPair(t, netnstest.Options{})
-	if _, err := p.A.Exec("ip", "link", "add", "name", "sfbr0", "type", "bridge"); err != nil {
-		t.Fatal(err)
-	}
+	addBridge(t, p.A, "sfbr0")
 	d := lookupIn(t, p.A, "sfbr0")
 	var err error
 	_ = p.A.Do(func() error { _, err = ReadChannels(d.Index); return nil })
@@ -319,9 +307,7 @@ func TestQueuesNoChannels(t *testing.T) {
 		t.Fatalf("veth through ip netns exec: %q", got)
 	}
 
-	if _, err := p.A.Exec("ip", "tuntap", "add", "dev", "sftun0", "mode", "tun"); err != nil {
-		t.Fatal(err)
-	}
+	addTun(t, p.A, "sftun0")
 	d = lookupIn(t, p.A, "sftun0")
 	if d.Queues != 1 || d.QueueSource != QueuesFromEthtool || d.Channels == nil || !d.Channels.IsCombined() {
 		t.Fatalf("tun: queues %d (%s), channels %+v", d.Queues, d.QueueSource, d.Channels)

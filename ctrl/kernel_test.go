@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"golang.org/x/sys/unix"
+	"net"
 	"net/netip"
 	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/softfabric/softfabric/internal/netnstest"
 )
@@ -111,14 +114,86 @@ func TestSetMTU(t *testing.T) {
 	}
 }
 
-func flushNeigh(t *testing.T, h *netnstest.Host) {
+// neighbours lists h's neighbours, as `ip neigh show` does (every state
+// but NOARP), on ifindex (0: all) for dst (the zero Addr: all).
+func neighbours(t *testing.T, h *netnstest.Host, ifindex int, dst netip.Addr) []netlink.Neigh {
 	t.Helper()
-	if _, err := netnstest.Run("ip", "-n", h.NS, "neigh", "flush", "all"); err != nil {
+	var all []netlink.Neigh
+	if err := h.Do(func() (err error) { all, err = netlink.NeighList(ifindex, netlink.FAMILY_ALL); return err }); err != nil {
 		t.Fatal(err)
 	}
-	if out, _ := netnstest.Run("ip", "-n", h.NS, "neigh", "show", "dev", h.Iface); strings.Contains(out, "lladdr") {
-		t.Fatalf("neighbour table not empty:\n%s", out)
+	var shown []netlink.Neigh
+	for _, n := range all {
+		ip, _ := netip.AddrFromSlice(n.IP)
+		if n.State&(0xff&^netlink.NUD_NOARP) != 0 && (!dst.IsValid() || ip.Unmap() == dst) {
+			shown = append(shown, n)
+		}
 	}
+	return shown
+}
+
+// flushNeigh empties h's neighbour tables, as `ip neigh flush all` does:
+// every entry but permanent and NOARP ones.
+func flushNeigh(t *testing.T, h *netnstest.Host) {
+	t.Helper()
+	err := h.Do(func() error {
+		all, err := netlink.NeighList(0, netlink.FAMILY_ALL)
+		if err != nil {
+			return err
+		}
+		for _, n := range all {
+			if n.State&(netlink.NUD_PERMANENT|netlink.NUD_NOARP) != 0 {
+				continue
+			}
+			if err := netlink.NeighDel(&n); err != nil && !errors.Is(err, unix.ENOENT) {
+				return fmt.Errorf("deleting neighbour %s: %w", n.IP, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range neighbours(t, h, h.Index, netip.Addr{}) {
+		if len(n.HardwareAddr) > 0 {
+			t.Fatalf("neighbour table not empty: %s", n.String())
+		}
+	}
+}
+
+// addRoute adds r to h's main routing table.
+func addRoute(t *testing.T, h *netnstest.Host, r *netlink.Route) {
+	t.Helper()
+	if err := h.Do(func() error { return netlink.RouteAdd(r) }); err != nil {
+		t.Fatalf("adding route %s: %v", r, err)
+	}
+}
+
+// addBridge adds a bridge to h, as `ip link add name NAME type bridge`.
+func addBridge(t *testing.T, h *netnstest.Host, name string) {
+	t.Helper()
+	la := netlink.NewLinkAttrs()
+	la.Name = name
+	if err := h.Do(func() error { return netlink.LinkAdd(&netlink.Bridge{LinkAttrs: la}) }); err != nil {
+		t.Fatalf("adding bridge %s: %v", name, err)
+	}
+}
+
+// addTun adds a persistent tun device to h, as `ip tuntap add dev NAME
+// mode tun` (no packet information header).
+func addTun(t *testing.T, h *netnstest.Host, name string) {
+	t.Helper()
+	la := netlink.NewLinkAttrs()
+	la.Name = name
+	tun := &netlink.Tuntap{LinkAttrs: la, Mode: netlink.TUNTAP_MODE_TUN, Flags: netlink.TUNTAP_NO_PI}
+	if err := h.Do(func() error { return netlink.LinkAdd(tun) }); err != nil {
+		t.Fatalf("adding tun %s: %v", name, err)
+	}
+}
+
+func prefix(s string) *net.IPNet {
+	p := netip.MustParsePrefix(s)
+	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
 }
 
 func TestResolve(t *testing.T) {
@@ -126,9 +201,7 @@ func TestResolve(t *testing.T) {
 	uses := 0
 	neighUse = func(ifindex int, ip netip.Addr) error { uses++; return neighUseNetlink(ifindex, ip) }
 	defer func() { neighUse = neighUseNetlink }()
-	if _, err := p.A.Exec("ip", "route", "add", "203.0.113.0/24", "via", p.B.Addr.Addr().String()); err != nil {
-		t.Fatal(err)
-	}
+	addRoute(t, p.A, &netlink.Route{Dst: prefix("203.0.113.0/24"), Gw: p.B.Addr.Addr().AsSlice()})
 	for _, tc := range []struct {
 		name          string
 		dst, src, via netip.Addr // via: the destination when zero
@@ -171,8 +244,9 @@ func TestResolve(t *testing.T) {
 			if (tc.dst.Is4() || tc.afterDAD) && uses != 1 {
 				t.Errorf("%d NTF_USE requests, want 1", uses)
 			}
-			if out, _ := p.A.Exec("ip", "neigh", "show", via.String()); !strings.Contains(out, p.B.MAC.String()) {
-				t.Fatalf("kernel neighbour table after Resolve: %q", out)
+			ns := neighbours(t, p.A, 0, via)
+			if !slices.ContainsFunc(ns, func(n netlink.Neigh) bool { return n.HardwareAddr.String() == p.B.MAC.String() }) {
+				t.Fatalf("kernel neighbour table after Resolve: %v", ns)
 			}
 		})
 	}
@@ -182,15 +256,28 @@ func TestResolve(t *testing.T) {
 func waitDAD(t *testing.T, h *netnstest.Host) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		out, err := h.Exec("ip", "-6", "addr", "show", "dev", h.Iface, "tentative")
+		var tentative []netlink.Addr
+		err := h.Do(func() error {
+			l, err := netlink.LinkByName(h.Iface)
+			if err != nil {
+				return err
+			}
+			addrs, err := netlink.AddrList(l, netlink.FAMILY_V6)
+			for _, a := range addrs {
+				if a.Flags&unix.IFA_F_TENTATIVE != 0 {
+					tentative = append(tentative, a)
+				}
+			}
+			return err
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.TrimSpace(out) == "" {
+		if len(tentative) == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("DAD still running:\n%s", out)
+			t.Fatalf("DAD still running: %v", tentative)
 		}
 	}
 }
@@ -222,10 +309,11 @@ func TestResolveErrors(t *testing.T) {
 	resolve := func(ctx context.Context, s string) error {
 		return p.A.Do(func() error { _, err := Resolve(ctx, netip.MustParseAddr(s)); return err })
 	}
-	for _, r := range []string{"blackhole 192.0.2.0/24", "unreachable 192.0.2.64/26", "prohibit 192.0.2.128/26"} {
-		if _, err := p.A.Exec("ip", append([]string{"route", "add"}, strings.Fields(r)...)...); err != nil {
-			t.Fatal(err)
-		}
+	for _, r := range []struct {
+		typ int
+		dst string
+	}{{unix.RTN_BLACKHOLE, "192.0.2.0/24"}, {unix.RTN_UNREACHABLE, "192.0.2.64/26"}, {unix.RTN_PROHIBIT, "192.0.2.128/26"}} {
+		addRoute(t, p.A, &netlink.Route{Dst: prefix(r.dst), Type: r.typ})
 	}
 	for _, dst := range []string{"203.0.113.1", "2001:db8::1", "192.0.2.1", "192.0.2.65", "192.0.2.129"} {
 		err := resolve(context.Background(), dst)

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/softfabric/softfabric/ctrl"
 	"github.com/softfabric/softfabric/internal/netnstest"
 )
@@ -99,16 +101,29 @@ func up(t *testing.T, hosts ...*netnstest.Host) {
 	}
 }
 
+// xdpAttached reports whether an XDP program is attached to h's interface,
+// in any mode.
+func xdpAttached(t *testing.T, h *netnstest.Host) bool {
+	t.Helper()
+	var x *netlink.LinkXdp
+	if err := h.Do(func() error {
+		l, err := netlink.LinkByName(h.Iface)
+		if err == nil {
+			x = l.Attrs().Xdp
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return x != nil && x.Attached
+}
+
 // leftovers lists what softfabric left in a namespace: an XDP program, pins,
 // state files.
 func leftovers(t *testing.T, h *netnstest.Host) []string {
 	t.Helper()
 	var left []string
-	out, err := h.Exec("ip", "-d", "link", "show", h.Iface)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(out, "prog/xdp") {
+	if xdpAttached(t, h) {
 		left = append(left, "XDP program attached")
 	}
 	var ns uint64
@@ -251,6 +266,7 @@ func TestCLIErrors(t *testing.T) {
 // TestForeignXDP: up refuses an interface whose XDP program someone else
 // attached (here with ip(8), the old way), and leaves it alone.
 func TestForeignXDP(t *testing.T) {
+	netnstest.RequireIP(t)
 	p := setup(t, netnstest.Options{}, false)
 	obj, err := filepath.Abs("../bpf/classifier_bpfel.o")
 	if err != nil {
@@ -263,8 +279,7 @@ func TestForeignXDP(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.err, "attached by someone else") {
 		t.Fatalf("up over a foreign XDP program: %+v", r)
 	}
-	out, _ := p.A.Exec("ip", "-d", "link", "show", "eth0")
-	if !strings.Contains(out, "prog/xdp") {
+	if !xdpAttached(t, p.A) {
 		t.Fatal("up removed the foreign program")
 	}
 	if left := leftovers(t, p.A); len(left) != 1 || left[0] != "XDP program attached" {

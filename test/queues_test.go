@@ -28,10 +28,11 @@ var userSeq atomic.Uint32
 //	ip link add name a netns A type veth peer name b netns B
 //
 // so with the kernel's defaults: a queue allocated per possible CPU, one
-// in use. A has 198.19.8.1/24 on a, B 198.19.8.2/24 on b.
+// in use. A has 198.19.8.1/24 on a, B 198.19.8.2/24 on b. It runs those
+// very commands, so it needs ip(8).
 func userPair(t *testing.T) *netnstest.Pair {
 	t.Helper()
-	netnstest.Require(t)
+	netnstest.RequireIP(t)
 	if err := ctrl.EnsureBPFFS(); err != nil {
 		t.Fatal(err)
 	}
