@@ -130,6 +130,35 @@ func (c *Classifier) Detach() error {
 	return nil
 }
 
+// Reattach detaches the program from its interface and attaches it again
+// in mode m (pinning the new link where the old one was): the driver sets
+// the program up afresh on every queue it has now. veth needs it after its
+// channels grew: a receive queue added while a program is attached does
+// not run it (kernel 6.18; frames on the new queue go to the stack).
+func (c *Classifier) Reattach(m Mode) error {
+	ifindex, ok := c.Attached()
+	if !ok {
+		return errors.New("bpf: reattaching: the classifier is not attached")
+	}
+	if err := c.Detach(); err != nil {
+		return err
+	}
+	if _, err := c.Attach(ifindex, m); err != nil {
+		return fmt.Errorf("bpf: reattaching: %w", err)
+	}
+	return nil
+}
+
+// ParseMode reads a mode as Mode.String writes it.
+func ParseMode(s string) (Mode, error) {
+	for _, m := range []Mode{ModeAuto, ModeNative, ModeGeneric} {
+		if m.String() == s {
+			return m, nil
+		}
+	}
+	return 0, invalid("attach mode %q", s)
+}
+
 // XDPProgram returns the id of the XDP program attached to the interface
 // with index ifindex in the caller's network namespace, 0 when there is
 // none, and its mode. The kernel has no BPF_PROG_QUERY for XDP, so it asks

@@ -496,6 +496,31 @@ func TestPinOpenRemove(t *testing.T) {
 	if _, err := o.Attach(p.B.Index, ModeGeneric); err == nil {
 		t.Fatal("opened classifier attached a second time")
 	}
+	// Attached again (what a device does after a veth's channels grew):
+	// the same program, a new pinned link, the maps and counters kept.
+	if err := p.B.Do(func() error { return o.Reattach(ModeNative) }); err != nil {
+		t.Fatal(err)
+	}
+	if x := xdpOf(t, p.B); x != fmt.Sprintf("xdp/id:%d", id) {
+		t.Fatalf("after Reattach the link shows %q", x)
+	}
+	sendBTH(t, p.A, p.B, 0x99, 1)
+	waitCounters(t, o, "after reattach", func(n Counters) bool { return n.RuleHits[4] == 3 })
+	if r, err := Open(dir); err != nil {
+		t.Fatal(err)
+	} else if ifindex, ok := r.Attached(); !ok || ifindex != p.B.Index {
+		t.Fatalf("reopened after Reattach: Attached = %d, %v", ifindex, ok)
+	} else {
+		r.Close()
+	}
+	for _, m := range []Mode{ModeAuto, ModeNative, ModeGeneric} {
+		if got, err := ParseMode(m.String()); got != m || err != nil {
+			t.Fatalf("ParseMode(%q) = %v, %v", m, got, err)
+		}
+	}
+	if _, err := ParseMode("offload"); err == nil {
+		t.Fatal("ParseMode took offload")
+	}
 
 	// Another reader, as `softfabric status` would be.
 	s, err := Open(dir)

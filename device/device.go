@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"runtime"
 	"time"
 
 	"github.com/softfabric/softfabric/dataplane/engine"
@@ -169,11 +170,30 @@ func (d *Device) Progress() (bool, error) { return d.group.Poll(d.Now()) }
 func (d *Device) ProgressWorker(w int) (bool, error) { return d.group.Node(w).Poll(d.Now()) }
 
 // Run drives every worker on the calling goroutine until ctx ends or hook
-// fails: the engine on a locked thread, hook (the application's posting
-// and reaping) between passes, busy-polling while there is work and
-// backing off to a blocking wait when there is none.
+// fails: the engine on a locked thread (pinned to the first of
+// Options.CPUs, if any), hook (the application's posting and reaping)
+// between passes, busy-polling while there is work and backing off to a
+// blocking wait when there is none.
 func (d *Device) Run(ctx context.Context, hook func() (bool, error)) error {
-	return d.group.Run(ctx, d.Now, hook)
+	var pin func() error
+	if len(d.opts.CPUs) > 0 {
+		pin = func() error { return pinThread(d.opts.CPUs[0]) }
+	}
+	return d.group.Run(ctx, d.Now, hook, pin)
+}
+
+// PinThread locks the calling goroutine to its OS thread for good and
+// binds the thread to the CPU of worker w (Options.CPUs), for an
+// application that drives workers from its own goroutine (Progress,
+// ProgressWorker). Without Options.CPUs it does nothing. The goroutine
+// should end when its work is done: its thread is not given back to the
+// Go scheduler, whose other goroutines must not inherit the affinity.
+func (d *Device) PinThread(w int) error {
+	if len(d.opts.CPUs) == 0 {
+		return nil
+	}
+	runtime.LockOSThread()
+	return pinThread(d.opts.CPUs[w%len(d.opts.CPUs)])
 }
 
 // RunWorkers drives each worker on a goroutine of its own until ctx ends

@@ -76,6 +76,15 @@ func Open(iface string, o OpenOptions) (d *Device, err error) {
 			_ = cls.DeleteQP(qpn)
 		}
 	}
+	if dev.Kind == "veth" && dev.Queues > st.Queues {
+		// veth does not run an attached program on receive queues added
+		// after it was attached (channels raised with ethtool -L while up;
+		// seen on 6.18: frames on a new queue skip XDP and die in the
+		// stack). Attach it again, so that every queue served runs it.
+		if err := reattach(cls, st, dev.Queues, runDir); err != nil {
+			return nil, fmt.Errorf("%s: its channels grew since up: %w", iface, err)
+		}
+	}
 	queues := dev.Queues
 	if st.QueueLimit > 0 && st.QueueLimit < queues {
 		queues = st.QueueLimit
@@ -153,6 +162,20 @@ func debugLinks(links []link.Link, iface string, closers *[]func() error) ([]lin
 		}
 	}
 	return []link.Link{l}, nil
+}
+
+// reattach attaches the classifier again in the mode up chose and records
+// the queue count it now covers.
+func reattach(cls *bpf.Classifier, st *ctrl.State, queues int, runDir string) error {
+	mode, err := bpf.ParseMode(st.XDPMode)
+	if err != nil {
+		return err
+	}
+	if err := cls.Reattach(mode); err != nil {
+		return err
+	}
+	st.Queues = queues
+	return ctrl.SaveState(runDir, st)
 }
 
 func resolve(ctx context.Context, dst netip.Addr) (netip.Addr, [6]byte, error) {

@@ -212,6 +212,23 @@ func TestChannelsChangedWhileUp(t *testing.T) {
 	if len(rs) != 1 || rs[0]["iterations"].(float64) != 2000 {
 		t.Fatalf("perf write after the channel change: %+v", rs)
 	}
+	// Four queue pairs over the two queues: both workers carried traffic,
+	// the new queue too. (veth runs XDP on a queue added while attached
+	// only after the classifier is attached again, which the device did
+	// when it opened and recorded.)
+	workers, _ := rs[0]["workers"].([]any)
+	if len(workers) != 2 {
+		t.Fatalf("workers: %+v", rs[0]["workers"])
+	}
+	for i, w := range workers {
+		if m := w.(map[string]any); m["rx_frames"].(float64) == 0 || m["tx_frames"].(float64) == 0 {
+			t.Fatalf("worker %d carried nothing: %+v", i, m)
+		}
+	}
+	want := fmt.Sprintf("\tqueues:\t\t\t2 active of %d allocated (ethtool)\n", alloc)
+	if text := mustSF(t, p.A, "status", "a"); !strings.Contains(text, want) {
+		t.Fatalf("status after the device reopened lacks %q:\n%s", want, text)
+	}
 }
 
 // bindQueue binds an AF_XDP socket (rx and tx rings, as the device's) to
@@ -246,5 +263,23 @@ func TestFourQueues(t *testing.T) {
 	rs := perfPair(t, p, []string{"write"}, "write", "--size", "4096", "--iters", "2000", "--qps", "4")
 	if len(rs) != 1 || rs[0]["iterations"].(float64) != 2000 {
 		t.Fatalf("perf write: %+v", rs)
+	}
+	// Four queue pairs on four queues: a worker each, every send received.
+	// On veth in native mode what worker i sends arrives on the peer's
+	// queue i, where the peer's worker i owns the queue pair: nothing is
+	// handed over.
+	rs = perfPair(t, p, []string{"send"}, "send", "--size", "1000", "--iters", "4000", "--qps", "4", "--cpus", "0")
+	if len(rs) != 1 || rs[0]["iterations"].(float64) != 4000 || rs[0]["received"].(float64) != 4000 {
+		t.Fatalf("perf send: %+v", rs)
+	}
+	workers, _ := rs[0]["workers"].([]any)
+	if len(workers) != 4 {
+		t.Fatalf("perf send: workers %+v", rs[0]["workers"])
+	}
+	for i, w := range workers {
+		m := w.(map[string]any)
+		if m["worker"].(float64) != float64(i) || m["tx_frames"].(float64) < 1000 || m["rx_frames"].(float64) == 0 || m["handed_in"].(float64) != 0 {
+			t.Fatalf("worker %d: %+v", i, m)
+		}
 	}
 }

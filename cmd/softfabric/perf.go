@@ -39,6 +39,7 @@ type perfOpts struct {
 	ptServer bool
 	all      bool
 	atomic   string
+	cpus     string
 	set      map[string]bool // flags given on the command line
 }
 
@@ -59,6 +60,7 @@ func perfFlagSet(o *perfOpts) *flag.FlagSet {
 	fs.BoolVar(&o.ptServer, "perftest-server", false, "serve one unmodified perftest client (ib_write_bw, ib_read_bw, ib_send_bw, ib_atomic_bw -F -x GID_INDEX [-p PORT] SERVER) as perftest's server does, print perftest's table, then exit; perftest exchanges none of the test's parameters, so --qps and --all, for send --size and --iters (receives counted on each QP), and for write and read a --size at least the client's -s, must match the client's -q, -a, -s, -n")
 	fs.BoolVar(&o.all, "all", false, "with --perftest or --perftest-server: perftest's -a, every size from 2 B to 8 MiB (write, read, send); both sides must give it")
 	fs.StringVar(&o.atomic, "atomic-type", "FETCH_AND_ADD", "with --perftest or --perftest-server, atomic: perftest's -A, FETCH_AND_ADD or CMP_AND_SWAP")
+	fs.StringVar(&o.cpus, "cpus", "", "pin the device's workers, one per queue, to these CPUs in turn (a list like 0-3,8; default: not pinned)")
 	return fs
 }
 
@@ -96,7 +98,11 @@ func cmdPerf(args []string, stdout, stderr io.Writer) error {
 	if o.size < 0 || o.qps < 1 || o.iters < 0 || o.duration < 0 || o.port <= 0 || o.port > 65535 {
 		return usagef("--size, --qps, --iters, --duration and --port must be positive")
 	}
-	d, err := openDevice(o.iface)
+	cpus, err := parseCPUList(o.cpus)
+	if err != nil {
+		return usagef("--cpus %q: %v", o.cpus, err)
+	}
+	d, err := openDevice(o.iface, cpus)
 	if err != nil {
 		return err
 	}
@@ -126,6 +132,7 @@ func cmdPerf(args []string, stdout, stderr io.Writer) error {
 		}
 		for _, r := range rs {
 			fmt.Fprintf(stdout, "softfabric perf: served %s, %d bytes, %d QP(s)%s\n", r.Op, r.Bytes, r.QPs, receivedNote(r))
+			perf.PrintWorkers(stdout, r.Workers)
 		}
 		return nil
 	}
@@ -356,7 +363,7 @@ func cmdPingPong(args []string, stdout, stderr io.Writer) error {
 	if o.ud && o.size > 4096 {
 		return usagef("-s %d: a UD message fits one packet, at most 4096 bytes", o.size)
 	}
-	d, err := openDevice(o.iface)
+	d, err := openDevice(o.iface, nil)
 	if err != nil {
 		return err
 	}
@@ -411,10 +418,11 @@ func cmdPingPong(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// openDevice opens the softfabric device on iface for this process.
-func openDevice(iface string) (*device.Device, error) {
+// openDevice opens the softfabric device on iface for this process, its
+// workers pinned to cpus (none: not pinned).
+func openDevice(iface string, cpus []int) (*device.Device, error) {
 	if err := needRoot(); err != nil {
 		return nil, err
 	}
-	return device.Open(iface, device.OpenOptions{})
+	return device.Open(iface, device.OpenOptions{CPUs: cpus})
 }

@@ -144,11 +144,12 @@ func (g *Group) NextDeadline() int64 {
 func (g *Group) SetSleeper(s Sleeper) { g.sleeper = s }
 
 // Run drives every node on the calling goroutine, as Node.Run drives one.
-func (g *Group) Run(ctx context.Context, clock func() int64, hook func() (bool, error)) error {
+// setup, if not nil, runs first on the locked thread, as in RunEach.
+func (g *Group) Run(ctx context.Context, clock func() int64, hook func() (bool, error), setup func() error) error {
 	if len(g.nodes) == 1 {
-		return g.nodes[0].Run(ctx, clock, hook)
+		return runLoop(ctx, clock, hook, setup, g.nodes[0].Poll, g.nodes[0].idle)
 	}
-	return runLoop(ctx, clock, hook, nil, g.Poll, g.idle)
+	return runLoop(ctx, clock, hook, setup, g.Poll, g.idle)
 }
 
 func (g *Group) idle(b *Backoff, now int64) {

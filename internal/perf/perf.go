@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/softfabric/softfabric/dataplane/engine"
 	"github.com/softfabric/softfabric/dataplane/mr"
 	"github.com/softfabric/softfabric/dataplane/psn"
 	"github.com/softfabric/softfabric/dataplane/rc"
@@ -63,6 +64,36 @@ type Result struct {
 
 	// What the client's queue pairs went through.
 	Transport
+
+	// Workers are the frames each of this side's workers handled during
+	// the test (softfabric's own tests, not the perftest modes).
+	Workers []WorkerStats `json:"workers,omitempty"`
+}
+
+// WorkerStats are one worker's frames during a test: received from its
+// queue, sent on it, and handed over between workers because they arrived
+// on a queue other than their queue pair's worker's.
+type WorkerStats struct {
+	Worker       int    `json:"worker"`
+	RxFrames     uint64 `json:"rx_frames"`
+	TxFrames     uint64 `json:"tx_frames"`
+	HandedOff    uint64 `json:"handed_off"`
+	HandedIn     uint64 `json:"handed_in"`
+	HandoffDrops uint64 `json:"handoff_drops"`
+}
+
+// workerDeltas is what each worker's counters grew by.
+func workerDeltas(before, after []engine.Stats) []WorkerStats {
+	out := make([]WorkerStats, len(after))
+	for w, a := range after {
+		var b engine.Stats
+		if w < len(before) {
+			b = before[w]
+		}
+		out[w] = WorkerStats{Worker: w, RxFrames: a.RxFrames - b.RxFrames, TxFrames: a.TxFrames - b.TxFrames,
+			HandedOff: a.HandedOff - b.HandedOff, HandedIn: a.HandedIn - b.HandedIn, HandoffDrops: a.HandoffDrops - b.HandoffDrops}
+	}
+	return out
 }
 
 // Transport counts what a test's queue pairs went through.
@@ -84,6 +115,11 @@ func (s *session) transport() Transport {
 		t.SeqNAKs += st.SeqNAKsRcvd
 	}
 	return t
+}
+
+// plus is t and u added up.
+func (t Transport) plus(u Transport) Transport {
+	return Transport{t.Retransmits + u.Retransmits, t.Timeouts + u.Timeouts, t.Probes + u.Probes, t.SeqNAKs + u.SeqNAKs}
 }
 
 // since is what grew from before to t.
@@ -126,6 +162,7 @@ func (c *Config) check() error {
 // session is one end's resources for a test.
 type session struct {
 	d      *device.Device
+	worker int // the worker its queue pairs belong to
 	sendCQ *verbs.CQ
 	recvCQ *verbs.CQ
 	rq     *verbs.RecvQueue
@@ -138,8 +175,14 @@ type session struct {
 const all = mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic
 
 func newSession(d *device.Device, nqps, size int) (*session, error) {
+	return newSessionOn(d, 0, nqps, size)
+}
+
+// newSessionOn is newSession with the queue pairs on worker w.
+func newSessionOn(d *device.Device, w, nqps, size int) (*session, error) {
 	s := &session{
 		d:      d,
+		worker: w,
 		sendCQ: verbs.NewCQ(4096),
 		recvCQ: verbs.NewCQ(8192),
 		rq:     verbs.NewSRQ(4096),
@@ -151,7 +194,7 @@ func newSession(d *device.Device, nqps, size int) (*session, error) {
 	}
 	s.buf = buf
 	for i := 0; i < nqps; i++ {
-		q, err := d.NewRC(device.QPConfig{SendCQ: s.sendCQ, RecvCQ: s.recvCQ, RQ: s.rq, SQDepth: 1024}, mr.RemoteWrite|mr.RemoteRead|mr.RemoteAtomic)
+		q, err := d.NewRC(device.QPConfig{SendCQ: s.sendCQ, RecvCQ: s.recvCQ, RQ: s.rq, SQDepth: 1024, Worker: w}, mr.RemoteWrite|mr.RemoteRead|mr.RemoteAtomic)
 		if err != nil {
 			s.close()
 			return nil, err
@@ -252,11 +295,11 @@ func serveRDMA(ctx context.Context, d *device.Device, c *conn, cfg Config) (Resu
 	if cfg.MTU == 0 || cfg.MTU > d.ActiveMTU() {
 		cfg.MTU = d.ActiveMTU()
 	}
-	s, err := newSession(d, cfg.QPs, cfg.Size)
+	ls, err := newLanes(d, cfg.QPs, cfg.Size, cfg.Lat)
 	if err != nil {
 		return Result{}, err
 	}
-	defer s.close()
+	defer ls.close()
 	if err := c.send("OK mtu=%d", cfg.MTU); err != nil {
 		return Result{}, err
 	}
@@ -270,16 +313,16 @@ func serveRDMA(ctx context.Context, d *device.Device, c *conn, cfg Config) (Resu
 	if err != nil {
 		return Result{}, err
 	}
-	for _, q := range s.infos(gid) {
+	for _, q := range ls.infos(gid) {
 		if err := c.sendQP(q); err != nil {
 			return Result{}, err
 		}
 	}
-	if err := s.connect(ctx, peers, cfg.MTU); err != nil {
+	if err := ls.connect(ctx, peers, cfg.MTU); err != nil {
 		return Result{}, err
 	}
 	if cfg.Op == "send" {
-		if err := s.postRecvs(cfg.Size); err != nil {
+		if err := ls.postRecvs(cfg.Size); err != nil {
 			return Result{}, err
 		}
 	}
@@ -287,33 +330,10 @@ func serveRDMA(ctx context.Context, d *device.Device, c *conn, cfg Config) (Resu
 		return Result{}, err
 	}
 	// The client says DONE over TCP when it has finished; until then keep
-	// the engine running and the receive queue full.
-	done := c.expectAsync("DONE")
-	received := 0
-	err = d.Run(ctx, func() (bool, error) {
-		n := s.recvCQ.Poll(s.cs)
-		if n > 0 {
-			for _, e := range s.cs[:n] {
-				if e.Status != verbs.Success {
-					return false, fmt.Errorf("receive completed with %v", e.Status)
-				}
-			}
-			received += n
-			if err := s.postRecvs(cfg.Size); err != nil {
-				return false, err
-			}
-		}
-		select {
-		case err := <-done:
-			if err == nil {
-				err = errFinished
-			}
-			return false, err
-		default:
-		}
-		return n > 0, nil
-	})
-	if err != errFinished {
+	// the engine running and the receive queues full.
+	before := d.WorkerStats()
+	received, err := ls.serve(ctx, d, cfg.Size, c.expectAsync("DONE"))
+	if err != nil {
 		return Result{}, err
 	}
 	// Let the last ACKs out before the QPs go away.
@@ -321,7 +341,7 @@ func serveRDMA(ctx context.Context, d *device.Device, c *conn, cfg Config) (Resu
 	if err := c.send("STATS %d", received); err != nil {
 		return Result{}, err
 	}
-	return Result{Op: cfg.Op, Bytes: cfg.Size, QPs: cfg.QPs, MTU: cfg.MTU, Received: received}, nil
+	return Result{Op: cfg.Op, Bytes: cfg.Size, QPs: cfg.QPs, MTU: cfg.MTU, Received: received, Workers: workerDeltas(before, d.WorkerStats())}, nil
 }
 
 // errFinished ends a Run loop whose work is done.
@@ -409,16 +429,16 @@ func runRDMA(ctx context.Context, d *device.Device, c *conn, cfg Config) (Result
 			}
 		}
 	}
-	s, err := newSession(d, cfg.QPs, cfg.Size)
+	ls, err := newLanes(d, cfg.QPs, cfg.Size, cfg.Lat)
 	if err != nil {
 		return Result{}, err
 	}
-	defer s.close()
+	defer ls.close()
 	gid, err := localGID(d, c)
 	if err != nil {
 		return Result{}, err
 	}
-	for _, q := range s.infos(gid) {
+	for _, q := range ls.infos(gid) {
 		if err := c.sendQP(q); err != nil {
 			return Result{}, err
 		}
@@ -429,17 +449,19 @@ func runRDMA(ctx context.Context, d *device.Device, c *conn, cfg Config) (Result
 			return Result{}, err
 		}
 	}
-	if err := s.connect(ctx, peers, cfg.MTU); err != nil {
+	if err := ls.connect(ctx, peers, cfg.MTU); err != nil {
 		return Result{}, err
 	}
 	if _, err := c.expect("READY"); err != nil {
 		return Result{}, err
 	}
-	res, err := s.run(ctx, cfg, peers)
+	before := d.WorkerStats()
+	res, err := ls.run(ctx, d, cfg, peers)
 	if err != nil {
 		return Result{}, err
 	}
 	drainUntil(d, time.Now().Add(5*time.Millisecond))
+	res.Workers = workerDeltas(before, d.WorkerStats())
 	st, err := c.finish()
 	if err != nil {
 		return Result{}, err
@@ -455,133 +477,6 @@ func cutPrefix(s, p string) (string, bool) {
 		return s[len(p):], true
 	}
 	return "", false
-}
-
-// run posts and completes the requests and measures them.
-func (s *session) run(ctx context.Context, cfg Config, peers []qpInfo) (Result, error) {
-	wrs := make([]verbs.SendWR, len(s.qps))
-	sge := [1]mr.SGE{{Addr: s.buf.Addr(), Length: uint32(cfg.Size), LKey: s.buf.LKey()}}
-	for i := range wrs {
-		wrs[i] = verbs.SendWR{Flags: verbs.Signaled, SGL: sge[:], RemoteAddr: peers[i].VA, RKey: peers[i].RKey, CompareAdd: 1}
-		switch cfg.Op {
-		case "write":
-			wrs[i].Op = verbs.OpWrite
-		case "read":
-			wrs[i].Op = verbs.OpRead
-		case "send":
-			wrs[i].Op = verbs.OpSend
-		case "atomic":
-			wrs[i].Op = verbs.OpFetchAdd
-		}
-	}
-	iters := cfg.Iters
-	var deadline time.Time
-	if cfg.Duration > 0 {
-		iters = int(^uint(0) >> 1)
-		deadline = time.Now().Add(cfg.Duration)
-	}
-	var lats []time.Duration
-	var postedAt []time.Time
-	if cfg.Lat {
-		lats = make([]time.Duration, 0, min(iters, 1<<20))
-		postedAt = make([]time.Time, 1)
-	}
-	// Requests go out in bursts, each signalled only on its last request
-	// (perftest's post list and CQ moderation): a burst fills one transmit
-	// batch, and one completion accounts for it. Latency runs use bursts
-	// of one.
-	burst := min(64, cfg.Window)
-	if cfg.Lat {
-		burst = 1
-	}
-	pendingBursts := make([][]int, len(s.qps)) // per QP, sizes of bursts in flight
-	qpIndex := make(map[uint32]int, len(s.qps))
-	for i, q := range s.qps {
-		qpIndex[q.QPN()] = i
-	}
-	// Peak bandwidth: the best of 20 equal slices of the run.
-	const slices = 20
-	var marks []time.Time
-	posted, completed, next := 0, 0, 0
-	stop := false
-	start := time.Now()
-	for completed < posted || !stop && completed < iters {
-		for !stop && posted < iters && posted-completed <= cfg.Window-burst {
-			n := min(burst, iters-posted)
-			i := next % len(s.qps)
-			next++
-			if cfg.Lat {
-				postedAt[0] = time.Now()
-			}
-			for k := 0; k < n; k++ {
-				wrs[i].Flags = 0
-				if k == n-1 {
-					wrs[i].Flags = verbs.Signaled
-				}
-				if err := s.qps[i].PostSend(&wrs[i]); err != nil {
-					return Result{}, err
-				}
-			}
-			pendingBursts[i] = append(pendingBursts[i], n)
-			posted += n
-		}
-		if _, err := s.d.Progress(); err != nil {
-			return Result{}, err
-		}
-		n := s.sendCQ.Poll(s.cs)
-		if n == 0 {
-			continue
-		}
-		now := time.Now()
-		for _, e := range s.cs[:n] {
-			if e.Status != verbs.Success {
-				return Result{}, fmt.Errorf("%s completed with %v after %d requests (QP %d: %s)", cfg.Op, e.Status, completed, e.QPN, s.qpStats(e.QPN))
-			}
-			i := qpIndex[e.QPN]
-			completed += pendingBursts[i][0]
-			pendingBursts[i] = pendingBursts[i][1:]
-		}
-		if cfg.Lat {
-			lats = append(lats, now.Sub(postedAt[0]))
-		}
-		if cfg.Duration > 0 {
-			if now.After(deadline) {
-				stop = true
-			}
-		} else if k := len(marks); k < slices && completed >= (k+1)*iters/slices {
-			marks = append(marks, now)
-		}
-		if completed&1023 == 0 && ctx.Err() != nil {
-			return Result{}, ctx.Err()
-		}
-		if cfg.Duration == 0 && completed >= iters {
-			stop = true
-		}
-	}
-	elapsed := time.Since(start)
-	r := Result{Op: cfg.Op, Bytes: cfg.Size, Iters: completed, QPs: cfg.QPs, MTU: cfg.MTU, Seconds: elapsed.Seconds()}
-	r.Transport = s.transport()
-	if cfg.Lat {
-		fillLatency(&r, lats)
-		return r, nil
-	}
-	bytes := float64(completed) * float64(cfg.Size)
-	r.BWAvgMBps = bytes / elapsed.Seconds() / 1e6
-	r.BWAvgGbps = bytes * 8 / elapsed.Seconds() / 1e9
-	r.MsgRateMpps = float64(completed) / elapsed.Seconds() / 1e6
-	r.BWPeakMBps, r.BWPeakGbps = r.BWAvgMBps, r.BWAvgGbps
-	prev := start
-	for _, m := range marks {
-		dt := m.Sub(prev).Seconds()
-		if dt > 0 {
-			mb := float64(iters/slices) * float64(cfg.Size) / dt / 1e6
-			if mb > r.BWPeakMBps {
-				r.BWPeakMBps, r.BWPeakGbps = mb, mb*8/1e3
-			}
-		}
-		prev = m
-	}
-	return r, nil
 }
 
 // qpStats describes a queue pair's counters, for failure messages.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softfabric/softfabric/dataplane/link"
 	"github.com/softfabric/softfabric/dataplane/link/memlink"
 	"github.com/softfabric/softfabric/device"
 )
@@ -19,21 +20,38 @@ import (
 // where the out-of-band TCP exchange runs, and each resolves it to the
 // other's MAC.
 func pair(t *testing.T, faults memlink.Faults) (*device.Device, *device.Device) {
-	la, lb := memlink.NewPair(memlink.Config{AtoB: faults, BtoA: faults, Backpressure: true, Seed: 7})
+	return pairN(t, faults, 1)
+}
+
+// pairN is pair with n workers per device, worker i of one joined to
+// worker i of the other.
+func pairN(t *testing.T, faults memlink.Faults, n int) (*device.Device, *device.Device) {
+	var la, lb []link.Link
+	for i := range n {
+		x, y := memlink.NewPair(memlink.Config{AtoB: faults, BtoA: faults, Backpressure: true, Seed: 7 + uint64(i)})
+		la, lb = append(la, x), append(lb, y)
+	}
 	lo := netip.MustParseAddr("127.0.0.1")
 	macA, macB := [6]byte{2, 0, 0, 0, 0, 1}, [6]byte{2, 0, 0, 0, 0, 2}
 	resolver := func(mac [6]byte) device.Resolver {
 		return func(context.Context, netip.Addr) (netip.Addr, [6]byte, error) { return lo, mac, nil }
 	}
 	gids := []netip.Addr{netip.AddrFrom16(lo.As16())}
-	a := device.New(la, device.Options{Name: "a", MAC: macA, GIDs: gids, MTU: 1500, Resolve: resolver(macB)})
-	b := device.New(lb, device.Options{Name: "b", MAC: macB, GIDs: gids, MTU: 1500, Resolve: resolver(macA)})
+	a := device.NewWorkers(la, device.Options{Name: "a", MAC: macA, GIDs: gids, MTU: 1500, Resolve: resolver(macB)})
+	b := device.NewWorkers(lb, device.Options{Name: "b", MAC: macB, GIDs: gids, MTU: 1500, Resolve: resolver(macA)})
+	t.Cleanup(func() { a.Close(); b.Close() })
 	return a, b
 }
 
 func runPair(t *testing.T, cfg Config, faults memlink.Faults) (client, server Result) {
 	t.Helper()
 	a, b := pair(t, faults)
+	return runOn(t, a, b, cfg)
+}
+
+// runOn runs one test with a as the client and b as the server.
+func runOn(t *testing.T, a, b *device.Device, cfg Config) (client, server Result) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -81,6 +99,52 @@ func TestPerfOps(t *testing.T) {
 			if op == "send" && c.Received != 300 {
 				t.Fatalf("send: server received %d, want 300 (%+v)", c.Received, s)
 			}
+		}
+	}
+}
+
+// TestPerfWorkers: on devices of three workers, the queue pairs spread over
+// the workers (a lane each, on its worker's goroutine), every request
+// completes once and every send is received; each worker reports its own
+// frames.
+func TestPerfWorkers(t *testing.T) {
+	a, b := pairN(t, memlink.Faults{}, 3)
+	for _, tc := range []struct {
+		op       string
+		qps      int
+		lat      bool
+		busyWork int // workers that must have sent frames
+	}{
+		{"write", 3, false, 3}, {"send", 4, false, 3}, {"read", 2, false, 2}, {"atomic", 5, false, 3},
+		{"write", 1, false, 1}, {"send", 3, true, 1},
+	} {
+		cfg := Config{Op: tc.op, Size: 1000, Iters: 600, QPs: tc.qps, Lat: tc.lat}
+		if tc.op == "atomic" {
+			cfg.Size = 8
+		}
+		c, s := runOn(t, a, b, cfg)
+		if c.Iters != 600 || tc.op == "send" && c.Received != 600 {
+			t.Fatalf("%+v: %d completed, %d received", tc, c.Iters, c.Received)
+		}
+		if len(c.Workers) != 3 || len(s.Workers) != 3 {
+			t.Fatalf("%+v: worker figures %+v / %+v", tc, c.Workers, s.Workers)
+		}
+		busy := 0
+		for _, w := range c.Workers {
+			if w.TxFrames > 0 {
+				busy++
+			}
+			if w.HandedOff != 0 || w.HandoffDrops != 0 {
+				t.Fatalf("%+v: worker %d handed frames over between aligned workers: %+v", tc, w.Worker, w)
+			}
+		}
+		if busy != tc.busyWork {
+			t.Fatalf("%+v: %d workers sent frames, want %d: %+v", tc, busy, tc.busyWork, c.Workers)
+		}
+		var out bytes.Buffer
+		PrintWorkers(&out, c.Workers)
+		if !strings.Contains(out.String(), "worker 2 (queue 2): rx ") {
+			t.Fatalf("worker lines:\n%s", out.String())
 		}
 	}
 }

@@ -29,8 +29,22 @@ func Print(w io.Writer, title string, rs []Result) {
 		if r.Retransmits+r.Timeouts+r.Probes+r.SeqNAKs > 0 {
 			fmt.Fprintf(w, " transport: %d retransmitted packets, %d timeouts, %d tail probes, %d sequence NAKs\n", r.Retransmits, r.Timeouts, r.Probes, r.SeqNAKs)
 		}
+		PrintWorkers(w, r.Workers)
 	}
 	fmt.Fprintln(w, rule)
+}
+
+// PrintWorkers writes one line per worker of a device with several: the
+// frames it received from its queue and sent on it, and those handed over
+// to or from other workers.
+func PrintWorkers(w io.Writer, ws []WorkerStats) {
+	if len(ws) < 2 {
+		return
+	}
+	for _, s := range ws {
+		fmt.Fprintf(w, " worker %d (queue %d): rx %d, tx %d frames; handed over %d out, %d in, %d dropped\n",
+			s.Worker, s.Worker, s.RxFrames, s.TxFrames, s.HandedOff, s.HandedIn, s.HandoffDrops)
+	}
 }
 
 // PrintJSON writes results as one JSON array.
