@@ -14,7 +14,7 @@ TEST_TIMEOUT ?= 10m
 RACE_PKGS ?= ./dataplane/link/... ./dataplane/verbs/... ./dataplane/mr/... ./dataplane/handoff/... ./dataplane/engine/... ./device/...
 FUZZTIME ?= 20s
 
-.PHONY: all build demo demo-transport bench-e2e interop test lint bench fuzz soak clean generate check-generate
+.PHONY: all build demo demo-transport bench-e2e bench-scale interop test lint bench fuzz soak clean generate check-generate
 
 all: build
 
@@ -36,6 +36,14 @@ demo-transport:
 # (root); appends to BENCHMARKS.md.
 bench-e2e: build
 	bash scripts/bench-e2e.sh
+
+# Scaling over queues and cores (root; no ip(8) needed): two namespaces on a
+# veth with Q queues, a worker per queue at each end, RDMA writes over Q and
+# 4Q queue pairs next to raw AF_XDP on the same Q, for Q = 1, 2, 4, ... up
+# to half the CPUs. SCALE_QUEUES=1,2,4 and SCALE_DURATION=3s override.
+bench-scale: build
+	SOFTFABRIC_BIN=$(CURDIR)/bin/softfabric SOFTFABRIC_SCALE_QUEUES=$(SCALE_QUEUES) SOFTFABRIC_SCALE_DURATION=$(SCALE_DURATION) \
+		$(GO) test -count=1 -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 30m ./test/scale
 
 # softfabric against Linux Soft-RoCE (rxe) in a QEMU guest: ibv_rc_pingpong both ways and
 # perftest's ib_write_bw/ib_send_bw/ib_read_bw servers, clean and with 5 % loss; a PASS/FAIL

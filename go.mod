@@ -10,12 +10,12 @@ require (
 	github.com/mdlayher/socket v0.8.0
 	github.com/vishvananda/netlink v1.3.1
 	github.com/vishvananda/netns v0.0.5
-	golang.org/x/net v0.61.0
 	golang.org/x/sys v0.49.0
 )
 
 require (
 	github.com/google/go-cmp v0.7.0 // indirect
+	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 )
 

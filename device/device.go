@@ -144,6 +144,9 @@ func (d *Device) Stats() engine.Stats {
 	return t
 }
 
+// MTU is the link MTU.
+func (d *Device) MTU() int { return d.opts.MTU }
+
 // ActiveMTU is the largest IBTA path MTU that fits the link MTU with the
 // RoCEv2 headers (IPv4 or IPv6, UDP, BTH and its extensions, ICRC).
 func (d *Device) ActiveMTU() int { return ActiveMTU(d.opts.MTU) }

@@ -152,12 +152,17 @@ func cmdPerf(args []string, stdout, stderr io.Writer) error {
 	for i, t := range tests {
 		cfgs[i] = perf.Config{Op: t, Size: o.size, Iters: o.iters, Duration: o.duration, QPs: o.qps, Lat: o.lat, MTU: o.mtu}
 	}
+	// A test that fails (a baseline that received nothing, say) ends the
+	// run with its error, after the results of the tests before it.
 	rs, err := perf.Run(ctx, d, server, cfgs...)
-	if err != nil {
+	if len(rs) == 0 {
 		return err
 	}
 	if o.json {
-		return perf.PrintJSON(stdout, rs)
+		if jerr := perf.PrintJSON(stdout, rs); err == nil {
+			err = jerr
+		}
+		return err
 	}
 	for _, r := range rs {
 		perf.Print(stdout, perf.Title(r.Op, o.lat), []perf.Result{r})
@@ -165,7 +170,7 @@ func cmdPerf(args []string, stdout, stderr io.Writer) error {
 	if len(rs) > 1 {
 		perf.PrintRatios(stdout, rs)
 	}
-	return nil
+	return err
 }
 
 // checkPerftestFlags checks the command line of the perftest modes, and

@@ -9,6 +9,8 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/softfabric/softfabric/dataplane/psn"
 	"github.com/softfabric/softfabric/dataplane/wire"
 	"github.com/softfabric/softfabric/device"
+	"github.com/softfabric/softfabric/internal/udpbatch"
 )
 
 // Baselines are the reference measurements perf runs next to the RDMA
@@ -65,7 +68,7 @@ func runBaseline(ctx context.Context, d *device.Device, c *conn, cfg Config) (Re
 		return Result{}, err
 	}
 	if cfg.Op == "udp" {
-		return runUDP(ctx, c, cfg, f)
+		return runUDP(ctx, d, c, cfg, f)
 	}
 	return runXDP(ctx, d, c, cfg, f)
 }
@@ -115,9 +118,13 @@ func serveUDP(ctx context.Context, c *conn, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	done := c.expectAsync("DONE")
+	if !cfg.Lat {
+		return sinkUDP(ctx, c, pc, cfg, done)
+	}
 	buf := make([]byte, 1<<16)
 	var count, bytes int
 	var first, last time.Time
+	c0 := cpuNow()
 	for i := 0; ; i++ {
 		var n int
 		var from unix.Sockaddr
@@ -149,7 +156,7 @@ func serveUDP(ctx context.Context, c *conn, cfg Config) (Result, error) {
 					return Result{}, err
 				}
 				el := last.Sub(first)
-				if err := c.send("STATS %d %d %d", count, bytes, el.Nanoseconds()); err != nil {
+				if err := c.send("STATS %d %d %d %s", count, bytes, el.Nanoseconds(), c0.since().fields()); err != nil {
 					return Result{}, err
 				}
 				return Result{Op: "udp", Bytes: cfg.Size, Received: count}, nil
@@ -161,7 +168,61 @@ func serveUDP(ctx context.Context, c *conn, cfg Config) (Result, error) {
 	}
 }
 
-func runUDP(ctx context.Context, c *conn, cfg Config, ok []string) (Result, error) {
+// sinkUDP counts the datagrams arriving on pc, a batch per recvmmsg(2),
+// until done, and reports them as serveUDP does.
+func sinkUDP(ctx context.Context, c *conn, pc *net.UDPConn, cfg Config, done <-chan error) (Result, error) {
+	rb, err := udpbatch.New(pc, link.IdealBatch, 1<<16)
+	if err != nil {
+		return Result{}, err
+	}
+	var count, bytes int
+	var first, last time.Time
+	c0 := cpuNow()
+	for i := 0; ; i++ {
+		n, err := rb.Recv()
+		if err != nil {
+			return Result{}, err
+		}
+		if n > 0 {
+			now := time.Now()
+			if count == 0 {
+				first = now
+			}
+			last = now
+			count += n
+			for k := range n {
+				bytes += rb.Len(k)
+			}
+			continue
+		}
+		if i&255 == 0 {
+			select {
+			case err := <-done:
+				if err != nil {
+					return Result{}, err
+				}
+				if err := c.send("STATS %d %d %d %s", count, bytes, last.Sub(first).Nanoseconds(), c0.since().fields()); err != nil {
+					return Result{}, err
+				}
+				return Result{Op: "udp", Bytes: cfg.Size, Received: count}, nil
+			case <-ctx.Done():
+				return Result{}, ctx.Err()
+			default:
+			}
+		}
+	}
+}
+
+// udpDatagram is the largest UDP payload that crosses a link of MTU mtu
+// unfragmented, towards addr's family.
+func udpDatagram(mtu int, addr netip.Addr) int {
+	if addr.Unmap().Is4() {
+		return mtu - 20 - 8
+	}
+	return mtu - 40 - 8
+}
+
+func runUDP(ctx context.Context, d *device.Device, c *conn, cfg Config, ok []string) (Result, error) {
 	port := 0
 	for _, kv := range ok {
 		if v, found := cutPrefix(kv, "port="); found {
@@ -183,10 +244,11 @@ func runUDP(ctx context.Context, c *conn, cfg Config, ok []string) (Result, erro
 		return Result{}, err
 	}
 	size := min(cfg.Size, maxUDP)
-	payload := make([]byte, size)
 	r := Result{Op: "udp", Bytes: size, QPs: 1}
-	start := time.Now()
+	start, c0 := time.Now(), cpuNow()
+	sent := 0
 	if cfg.Lat {
+		payload := make([]byte, size)
 		lats := make([]time.Duration, 0, cfg.Iters)
 		buf := make([]byte, 1<<16)
 		for i := 0; i < cfg.Iters; i++ {
@@ -203,18 +265,17 @@ func runUDP(ctx context.Context, c *conn, cfg Config, ok []string) (Result, erro
 		r.Seconds = time.Since(start).Seconds()
 		fillLatency(&r, lats)
 	} else {
-		for i := 0; i < cfg.Iters; {
-			if _, err := pc.Write(payload); err != nil {
-				if errors.Is(err, unix.ENOBUFS) || errors.Is(err, unix.EAGAIN) {
-					continue
-				}
-				return Result{}, err
-			}
-			i++
-			if i&1023 == 0 && ctx.Err() != nil {
-				return Result{}, ctx.Err()
-			}
+		// A message larger than a datagram that crosses the link whole is
+		// several datagrams, as the transport sends several packets: IP
+		// fragments of a 64 KiB datagram are dropped wholesale when
+		// reassembly memory runs short, and nobody sends bulk data so.
+		r.Bytes = cfg.Size
+		if sent, err = blastUDP(ctx, pc, cfg, udpDatagram(d.MTU(), remote.Addr())); err != nil {
+			return Result{}, err
 		}
+	}
+	cpu := c0.since()
+	if !cfg.Lat {
 		time.Sleep(50 * time.Millisecond) // let the last datagrams arrive
 	}
 	st, err := c.finish()
@@ -222,15 +283,80 @@ func runUDP(ctx context.Context, c *conn, cfg Config, ok []string) (Result, erro
 		return Result{}, err
 	}
 	if !cfg.Lat {
-		fillReceiverRates(&r, st, cfg.Iters)
+		dg := udpDatagram(d.MTU(), remote.Addr())
+		if err := fillMessageRates(&r, st, sent, (cfg.Size+dg-1)/dg, "datagrams"); err != nil {
+			return r, err
+		}
 	}
+	scpu, known := parseCPU(st[min(3, len(st)):])
+	setCPU(&r, cpu, scpu, known)
 	return r, nil
 }
 
-// fillReceiverRates turns a server's "STATS count bytes elapsed_ns" into
-// bandwidth and message rate.
+// blastUDP sends cfg.Iters messages of cfg.Size bytes (or for
+// cfg.Duration), each as datagrams of at most dg bytes, in batches of one
+// sendmmsg(2) each, and returns the datagrams sent.
+func blastUDP(ctx context.Context, pc *net.UDPConn, cfg Config, dg int) (int, error) {
+	sb, err := udpbatch.New(pc, link.IdealBatch, 1)
+	if err != nil {
+		return 0, err
+	}
+	payload := make([]byte, min(cfg.Size, dg))
+	perMsg := (cfg.Size + dg - 1) / dg
+	lastLen := cfg.Size - (perMsg-1)*dg
+	// Enough datagrams for whole messages in every batch.
+	batch := make([][]byte, max(1, link.IdealBatch/perMsg)*perMsg)
+	for i := range batch {
+		batch[i] = payload
+		if i%perMsg == perMsg-1 {
+			batch[i] = payload[:lastLen]
+		}
+	}
+	total := cfg.Iters * perMsg
+	var deadline time.Time
+	if cfg.Duration > 0 {
+		total = int(^uint(0) >> 1)
+		deadline = time.Now().Add(cfg.Duration)
+	}
+	sent := 0
+	for sent < total {
+		// Start each batch at a message boundary of the pattern.
+		off := sent % perMsg
+		n, err := sb.Send(batch[off:min(len(batch), off+total-sent)])
+		if err != nil && !errors.Is(err, unix.ENOBUFS) {
+			return sent, err
+		}
+		sent += n
+		if sent&1023 < n || n == 0 {
+			if ctx.Err() != nil {
+				return sent, ctx.Err()
+			}
+			if cfg.Duration > 0 && time.Now().After(deadline) {
+				break
+			}
+		}
+	}
+	return sent, nil
+}
+
+// fillMessageRates fills r from a server's STATS as fillReceiverRates does
+// when a message crossed as perMsg frames or datagrams (units), sent of
+// them sent: rates and counts per message. A baseline that received
+// nothing is an error that says so, never a zero rate.
+func fillMessageRates(r *Result, st []string, sent, perMsg int, units string) error {
+	fillReceiverRates(r, st, sent/perMsg)
+	if r.Received == 0 {
+		return fmt.Errorf("%s baseline: the server received none of the %d %s sent (%d per %d-byte message); see softfabric stats and the kernel's drop counters on both ends", r.Op, sent, units, perMsg, r.Bytes)
+	}
+	r.MsgRateMpps /= float64(perMsg)
+	r.Received /= perMsg
+	return nil
+}
+
+// fillReceiverRates turns a server's "STATS count bytes elapsed_ns ..."
+// into bandwidth and message rate.
 func fillReceiverRates(r *Result, st []string, sent int) {
-	if len(st) != 3 {
+	if len(st) < 3 {
 		return
 	}
 	count, _ := strconv.Atoi(st[0])
@@ -312,15 +438,31 @@ func serveXDP(ctx context.Context, d *device.Device, c *conn, cfg Config) (Resul
 	if err := c.send("READY"); err != nil {
 		return Result{}, err
 	}
-	l := d.Link()
-	bufs, sizes := rxBuffers(l)
 	done := c.expectAsync("DONE")
 	var count, bytes int
 	var first, last time.Time
+	c0 := cpuNow()
+	if echo != nil {
+		count, bytes, first, last, err = echoXDP(ctx, d.Link(), echo, done)
+	} else {
+		count, bytes, first, last, err = sinkXDP(ctx, d.Links(), done)
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	if err := c.send("STATS %d %d %d %s", count, bytes, last.Sub(first).Nanoseconds(), c0.since().fields()); err != nil {
+		return Result{}, err
+	}
+	return Result{Op: "xdp", Bytes: cfg.Size, Received: count}, nil
+}
+
+// echoXDP answers every frame received on l with echo until done.
+func echoXDP(ctx context.Context, l link.Link, echo [][]byte, done <-chan error) (count, bytes int, first, last time.Time, err error) {
+	bufs, sizes := rxBuffers(l)
 	for i := 0; ; i++ {
 		n, err := l.Recv(bufs, sizes)
 		if err != nil {
-			return Result{}, err
+			return 0, 0, first, last, err
 		}
 		if n > 0 {
 			now := time.Now()
@@ -332,12 +474,10 @@ func serveXDP(ctx context.Context, d *device.Device, c *conn, cfg Config) (Resul
 			for _, s := range sizes[:n] {
 				bytes += s
 			}
-			if echo != nil {
-				for k := 0; k < n; k++ {
-					for sent := 0; sent == 0; {
-						if sent, err = l.Send(echo); err != nil {
-							return Result{}, err
-						}
+			for k := 0; k < n; k++ {
+				for sent := 0; sent == 0; {
+					if sent, err = l.Send(echo); err != nil {
+						return 0, 0, first, last, err
 					}
 				}
 			}
@@ -346,19 +486,81 @@ func serveXDP(ctx context.Context, d *device.Device, c *conn, cfg Config) (Resul
 		if i&255 == 0 {
 			select {
 			case err := <-done:
-				if err != nil {
-					return Result{}, err
-				}
-				if err := c.send("STATS %d %d %d", count, bytes, last.Sub(first).Nanoseconds()); err != nil {
-					return Result{}, err
-				}
-				return Result{Op: "xdp", Bytes: cfg.Size, Received: count}, nil
+				return count, bytes, first, last, err
 			case <-ctx.Done():
-				return Result{}, ctx.Err()
+				return 0, 0, first, last, ctx.Err()
 			default:
 			}
 		}
 	}
+}
+
+// sinkXDP counts the frames arriving on every link, each drained by a
+// goroutine of its own (the raw counterpart of a worker per queue), until
+// done; first and last are the first and last arrivals over all links.
+func sinkXDP(ctx context.Context, links []link.Link, done <-chan error) (count, bytes int, first, last time.Time, err error) {
+	type tally struct {
+		count, bytes int
+		first, last  time.Time
+		err          error
+	}
+	var stop atomic.Bool
+	tallies := make([]tally, len(links))
+	var wg sync.WaitGroup
+	for i, l := range links {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := &tallies[i]
+			bufs, sizes := rxBuffers(l)
+			for k := 0; ; k++ {
+				n, err := l.Recv(bufs, sizes)
+				if err != nil {
+					t.err = err
+					return
+				}
+				if n == 0 {
+					if k&255 == 0 && stop.Load() {
+						return
+					}
+					continue
+				}
+				now := time.Now()
+				if t.count == 0 {
+					t.first = now
+				}
+				t.last = now
+				t.count += n
+				for _, s := range sizes[:n] {
+					t.bytes += s
+				}
+			}
+		}()
+	}
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	stop.Store(true)
+	wg.Wait()
+	for _, t := range tallies {
+		if t.err != nil && err == nil {
+			err = t.err
+		}
+		if t.count == 0 {
+			continue
+		}
+		count += t.count
+		bytes += t.bytes
+		if first.IsZero() || t.first.Before(first) {
+			first = t.first
+		}
+		if t.last.After(last) {
+			last = t.last
+		}
+	}
+	return count, bytes, first, last, err
 }
 
 func rxBuffers(l link.Link) ([][]byte, []int) {
@@ -414,6 +616,8 @@ func runXDP(ctx context.Context, d *device.Device, c *conn, cfg Config, ok []str
 	}
 	l := d.Link()
 	r := Result{Op: "xdp", Bytes: cfg.Size, QPs: 1, MTU: mtu}
+	msgs := cfg.Iters
+	c0 := cpuNow()
 	if cfg.Lat {
 		bufs, sizes := rxBuffers(l)
 		one := [][]byte{frame}
@@ -444,21 +648,18 @@ func runXDP(ctx context.Context, d *device.Device, c *conn, cfg Config, ok []str
 		r.Seconds = time.Since(start).Seconds()
 		fillLatency(&r, lats)
 	} else {
-		batch := make([][]byte, link.IdealBatch)
-		for i := range batch {
-			batch[i] = frame
+		// One sender per queue asked for (--qps), each on a link of its
+		// own: the raw counterpart of a worker per queue.
+		links := d.Links()[:min(max(cfg.QPs, 1), len(d.Links()))]
+		r.QPs = len(links)
+		sent, err := blastXDP(ctx, links, frame, cfg.Iters*perMsg, cfg.Duration)
+		if err != nil {
+			return Result{}, err
 		}
-		total := cfg.Iters * perMsg
-		for sent := 0; sent < total; {
-			n, err := l.Send(batch[:min(len(batch), total-sent)])
-			if err != nil {
-				return Result{}, err
-			}
-			sent += n
-			if sent&4095 == 0 && ctx.Err() != nil {
-				return Result{}, ctx.Err()
-			}
-		}
+		msgs = sent / perMsg
+	}
+	cpu := c0.since()
+	if !cfg.Lat {
 		time.Sleep(20 * time.Millisecond)
 	}
 	st, err := c.finish()
@@ -466,11 +667,8 @@ func runXDP(ctx context.Context, d *device.Device, c *conn, cfg Config, ok []str
 		return Result{}, err
 	}
 	if !cfg.Lat {
-		fillReceiverRates(&r, st, cfg.Iters)
-		// Rates are per frame at the receiver; express them per message.
-		r.MsgRateMpps /= float64(perMsg)
-		if r.Received > 0 {
-			r.Received /= perMsg
+		if err := fillMessageRates(&r, st, msgs*perMsg, perMsg, "frames"); err != nil {
+			return r, err
 		}
 		// Bytes on the wire include headers: count payload only, as the
 		// RDMA figures do.
@@ -479,7 +677,64 @@ func runXDP(ctx context.Context, d *device.Device, c *conn, cfg Config, ok []str
 		r.BWAvgGbps *= scale
 		r.BWPeakMBps, r.BWPeakGbps = r.BWAvgMBps, r.BWAvgGbps
 	}
+	scpu, known := parseCPU(st[min(3, len(st)):])
+	setCPU(&r, cpu, scpu, known)
 	return r, nil
+}
+
+// blastXDP sends frame over every link, a goroutine each, total frames in
+// all, or for dur when it is set, and returns how many it sent.
+func blastXDP(ctx context.Context, links []link.Link, frame []byte, total int, dur time.Duration) (int, error) {
+	var deadline time.Time
+	if dur > 0 {
+		deadline = time.Now().Add(dur)
+		total = int(^uint(0) >> 1)
+	}
+	sent := make([]int, len(links))
+	errs := make([]error, len(links))
+	var wg sync.WaitGroup
+	for i, l := range links {
+		share := total / len(links)
+		if i < total%len(links) {
+			share++
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			batch := make([][]byte, link.IdealBatch)
+			for k := range batch {
+				batch[k] = frame
+			}
+			for n := 0; n < share; {
+				k, err := l.Send(batch[:min(len(batch), share-n)])
+				if err != nil {
+					errs[i] = err
+					break
+				}
+				n += k
+				if n&4095 < k || k == 0 {
+					if ctx.Err() != nil {
+						errs[i] = ctx.Err()
+						break
+					}
+					if dur > 0 && time.Now().After(deadline) {
+						sent[i] = n
+						return
+					}
+				}
+				sent[i] = n
+			}
+		}()
+	}
+	wg.Wait()
+	total = 0
+	for i := range links {
+		if errs[i] != nil {
+			return 0, errs[i]
+		}
+		total += sent[i]
+	}
+	return total, nil
 }
 
 func cutKV(s string) (string, string, bool) {
@@ -509,6 +764,13 @@ func PrintRatios(w io.Writer, rs []Result) {
 		if r.MsgRateMpps == 0 || r.BWAvgGbps == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "   vs %-4s message rate %5.1f %%   bandwidth %5.1f %%\n", r.Op, 100*base.MsgRateMpps/r.MsgRateMpps, 100*base.BWAvgGbps/r.BWAvgGbps)
+		fmt.Fprintf(w, "   vs %-4s message rate %5.1f %%   bandwidth %5.1f %%", r.Op, 100*base.MsgRateMpps/r.MsgRateMpps, 100*base.BWAvgGbps/r.BWAvgGbps)
+		if base.CPUClientNsPerKiB > 0 && r.CPUClientNsPerKiB > 0 {
+			fmt.Fprintf(w, "   CPU per KiB: client %.2f×", base.CPUClientNsPerKiB/r.CPUClientNsPerKiB)
+			if base.CPUServerNsPerKiB > 0 && r.CPUServerNsPerKiB > 0 {
+				fmt.Fprintf(w, ", server %.2f×", base.CPUServerNsPerKiB/r.CPUServerNsPerKiB)
+			}
+		}
+		fmt.Fprintln(w)
 	}
 }

@@ -20,7 +20,8 @@ import (
 //	both ways        QP <qpn> <psn> <gid> <rkey> <va>   (hex; one line per QP, client first)
 //	server → client  READY
 //	client → server  DONE
-//	server → client  STATS <messages received>
+//	server → client  STATS <messages received> <cpu user ns> <cpu sys ns>
+//	                 (baselines: STATS <frames> <bytes> <ns first to last> <cpu user ns> <cpu sys ns>)
 
 const protoVersion = "SFPERF/1"
 

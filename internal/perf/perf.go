@@ -68,6 +68,18 @@ type Result struct {
 	// Workers are the frames each of this side's workers handled during
 	// the test (softfabric's own tests, not the perftest modes).
 	Workers []WorkerStats `json:"workers,omitempty"`
+
+	// CPU time of each side's process over the measured interval (see
+	// CPU), and per KiB of payload moved (bandwidth) or per round trip
+	// (latency).
+	CPUClientUserS    float64 `json:"cpu_client_user_s,omitempty"`
+	CPUClientSysS     float64 `json:"cpu_client_sys_s,omitempty"`
+	CPUServerUserS    float64 `json:"cpu_server_user_s,omitempty"`
+	CPUServerSysS     float64 `json:"cpu_server_sys_s,omitempty"`
+	CPUClientNsPerKiB float64 `json:"cpu_client_ns_per_kib,omitempty"`
+	CPUServerNsPerKiB float64 `json:"cpu_server_ns_per_kib,omitempty"`
+	CPUClientNsPerOp  float64 `json:"cpu_client_ns_per_op,omitempty"`
+	CPUServerNsPerOp  float64 `json:"cpu_server_ns_per_op,omitempty"`
 }
 
 // WorkerStats are one worker's frames during a test: received from its
@@ -331,14 +343,15 @@ func serveRDMA(ctx context.Context, d *device.Device, c *conn, cfg Config) (Resu
 	}
 	// The client says DONE over TCP when it has finished; until then keep
 	// the engine running and the receive queues full.
-	before := d.WorkerStats()
+	before, c0 := d.WorkerStats(), cpuNow()
 	received, err := ls.serve(ctx, d, cfg.Size, c.expectAsync("DONE"))
 	if err != nil {
 		return Result{}, err
 	}
+	cpu := c0.since()
 	// Let the last ACKs out before the QPs go away.
 	drainUntil(d, time.Now().Add(20*time.Millisecond))
-	if err := c.send("STATS %d", received); err != nil {
+	if err := c.send("STATS %d %s", received, cpu.fields()); err != nil {
 		return Result{}, err
 	}
 	return Result{Op: cfg.Op, Bytes: cfg.Size, QPs: cfg.QPs, MTU: cfg.MTU, Received: received, Workers: workerDeltas(before, d.WorkerStats())}, nil
@@ -455,20 +468,23 @@ func runRDMA(ctx context.Context, d *device.Device, c *conn, cfg Config) (Result
 	if _, err := c.expect("READY"); err != nil {
 		return Result{}, err
 	}
-	before := d.WorkerStats()
+	before, c0 := d.WorkerStats(), cpuNow()
 	res, err := ls.run(ctx, d, cfg, peers)
 	if err != nil {
 		return Result{}, err
 	}
+	cpu := c0.since()
 	drainUntil(d, time.Now().Add(5*time.Millisecond))
 	res.Workers = workerDeltas(before, d.WorkerStats())
 	st, err := c.finish()
 	if err != nil {
 		return Result{}, err
 	}
-	if len(st) == 1 {
+	if len(st) >= 1 {
 		res.Received, _ = strconv.Atoi(st[0])
 	}
+	scpu, ok := parseCPU(st[min(1, len(st)):])
+	setCPU(&res, cpu, scpu, ok)
 	return res, nil
 }
 

@@ -26,9 +26,16 @@ func pair(t *testing.T, faults memlink.Faults) (*device.Device, *device.Device) 
 // pairN is pair with n workers per device, worker i of one joined to
 // worker i of the other.
 func pairN(t *testing.T, faults memlink.Faults, n int) (*device.Device, *device.Device) {
+	return pairWith(t, memlink.Config{AtoB: faults, BtoA: faults}, n)
+}
+
+// pairWith is pairN over memlinks configured by cfg (with backpressure).
+func pairWith(t *testing.T, cfg memlink.Config, n int) (*device.Device, *device.Device) {
 	var la, lb []link.Link
 	for i := range n {
-		x, y := memlink.NewPair(memlink.Config{AtoB: faults, BtoA: faults, Backpressure: true, Seed: 7 + uint64(i)})
+		c := cfg
+		c.Backpressure, c.Seed = true, 7+uint64(i)
+		x, y := memlink.NewPair(c)
 		la, lb = append(la, x), append(lb, y)
 	}
 	lo := netip.MustParseAddr("127.0.0.1")
@@ -149,6 +156,24 @@ func TestPerfWorkers(t *testing.T) {
 	}
 }
 
+// TestBaselineReceivedNothing: a raw AF_XDP baseline whose frames all die
+// on the way is an error that says so, not a rate of zero.
+func TestBaselineReceivedNothing(t *testing.T) {
+	a, b := pair(t, memlink.Faults{Loss: 1})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	go func() { _, _ = Serve(ctx, b, ln) }()
+	rs, err := Run(ctx, a, ln.Addr().String(), Config{Op: "xdp", Size: 3000, Iters: 100})
+	if err == nil || !strings.Contains(err.Error(), "xdp baseline: the server received none of the 300 frames sent (3 per 3000-byte message)") {
+		t.Fatalf("Run = %+v, %v", rs, err)
+	}
+}
+
 // TestPerfLossy: perf completes over a lossy link, every send received.
 func TestPerfLossy(t *testing.T) {
 	c, _ := runPair(t, Config{Op: "send", Size: 3000, Iters: 500}, memlink.Faults{Loss: 0.02, Reorder: 0.02, Duplicate: 0.02})
@@ -239,6 +264,15 @@ func TestCompare(t *testing.T) {
 		for _, r := range rs {
 			if lat && r.LatMedianUs <= 0 || !lat && r.MsgRateMpps <= 0 {
 				t.Fatalf("lat=%v %s: %+v", lat, r.Op, r)
+			}
+			// Both sides' CPU time, per KiB or per round trip.
+			if lat && (r.CPUClientNsPerOp <= 0 || r.CPUServerNsPerOp <= 0) || !lat && (r.CPUClientNsPerKiB <= 0 || r.CPUServerNsPerKiB <= 0) {
+				t.Fatalf("lat=%v %s: CPU figures missing: %+v", lat, r.Op, r)
+			}
+			var out bytes.Buffer
+			Print(&out, Title(r.Op, lat), []Result{r})
+			if !strings.Contains(out.String(), " cpu: client ") || !strings.Contains(out.String(), ", server ") {
+				t.Fatalf("no CPU line:\n%s", out.String())
 			}
 		}
 		var buf bytes.Buffer

@@ -1010,7 +1010,10 @@ func TestPerftestRunAllocs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocation counts")
 	}
-	a, b := pair(t, memlink.Faults{})
+	// A small link capacity bounds the frame buffers memlink grows into
+	// (lazily, up to the deepest queue a run reaches), so that the warm-up
+	// reaches it for sure.
+	a, b := pairWith(t, memlink.Config{Capacity: 256}, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	sa, err := newSession(a, 2, 4096)
@@ -1057,10 +1060,7 @@ func TestPerftestRunAllocs(t *testing.T) {
 		runtime.ReadMemStats(&m1)
 		return m1.Mallocs - m0.Mallocs
 	}
-	// Warm up as long as the measured run: memlink grows its free list of
-	// frame buffers lazily, up to the deepest queue the run reaches, and
-	// how deep that is depends on how the two goroutines are scheduled.
-	mallocs(5000)
+	mallocs(5000) // warm up: queues, buffers
 	few, many := mallocs(500), mallocs(5000)
 	if many > few+200 {
 		t.Fatalf("%d allocations for 10000 writes, %d for 1000: the loop allocates per request", many, few)

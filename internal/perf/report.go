@@ -29,9 +29,29 @@ func Print(w io.Writer, title string, rs []Result) {
 		if r.Retransmits+r.Timeouts+r.Probes+r.SeqNAKs > 0 {
 			fmt.Fprintf(w, " transport: %d retransmitted packets, %d timeouts, %d tail probes, %d sequence NAKs\n", r.Retransmits, r.Timeouts, r.Probes, r.SeqNAKs)
 		}
+		printCPU(w, r)
 		PrintWorkers(w, r.Workers)
 	}
 	fmt.Fprintln(w, rule)
+}
+
+// printCPU writes each side's CPU time over the measured interval: per KiB
+// moved, or per round trip for latency tests.
+func printCPU(w io.Writer, r Result) {
+	side := func(name string, per, user, sys float64, unit string) string {
+		if user+sys == 0 {
+			return name + " unknown"
+		}
+		return fmt.Sprintf("%s %.0f ns/%s (user %.2f s, sys %.2f s)", name, per, unit, user, sys)
+	}
+	switch {
+	case r.CPUClientNsPerOp > 0:
+		fmt.Fprintf(w, " cpu: %s, %s\n", side("client", r.CPUClientNsPerOp, r.CPUClientUserS, r.CPUClientSysS, "round trip"),
+			side("server", r.CPUServerNsPerOp, r.CPUServerUserS, r.CPUServerSysS, "round trip"))
+	case r.CPUClientNsPerKiB > 0:
+		fmt.Fprintf(w, " cpu: %s, %s\n", side("client", r.CPUClientNsPerKiB, r.CPUClientUserS, r.CPUClientSysS, "KiB"),
+			side("server", r.CPUServerNsPerKiB, r.CPUServerUserS, r.CPUServerSysS, "KiB"))
+	}
 }
 
 // PrintWorkers writes one line per worker of a device with several: the

@@ -1,0 +1,143 @@
+// Package udpbatch sends and receives batches of UDP datagrams on a
+// connected or bound *net.UDPConn with sendmmsg(2) and recvmmsg(2), with
+// every header, iovec and buffer allocated once: the kernel-stack baseline
+// a careful user would write, which the perf baselines and benchmarks
+// measure softfabric against. (golang.org/x/net/ipv4's ReadBatch and
+// WriteBatch allocate per message.)
+package udpbatch
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// mmsghdr is struct mmsghdr of <sys/socket.h>.
+type mmsghdr struct {
+	hdr unix.Msghdr
+	len uint32
+	_   [4]byte
+}
+
+// Conn batches datagrams on one UDP socket. It is not safe for concurrent
+// use by several senders or several receivers; one of each is fine.
+type Conn struct {
+	rc syscall.RawConn
+
+	// Sending: one header and iovec per datagram of a batch.
+	shdr []mmsghdr
+	siov []unix.Iovec
+	sn   int // datagrams handed to the current sendmmsg
+	sent int
+	serr error
+	sfn  func(fd uintptr) bool
+
+	// Receiving: bufs are the datagram buffers, lens what arrived.
+	rhdr []mmsghdr
+	riov []unix.Iovec
+	bufs [][]byte
+	lens []int
+	got  int
+	rerr error
+	rfn  func(fd uintptr) bool
+}
+
+// New prepares batches of up to batch datagrams on c, receiving into
+// buffers of bufSize bytes.
+func New(c *net.UDPConn, batch, bufSize int) (*Conn, error) {
+	if batch <= 0 || bufSize <= 0 {
+		return nil, errors.New("udpbatch: batch and buffer size must be positive")
+	}
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return nil, fmt.Errorf("udpbatch: %w", err)
+	}
+	b := &Conn{
+		rc:   rc,
+		shdr: make([]mmsghdr, batch), siov: make([]unix.Iovec, batch),
+		rhdr: make([]mmsghdr, batch), riov: make([]unix.Iovec, batch),
+		bufs: make([][]byte, batch), lens: make([]int, batch),
+	}
+	mem := make([]byte, batch*bufSize)
+	for i := range b.bufs {
+		b.bufs[i] = mem[i*bufSize : (i+1)*bufSize : (i+1)*bufSize]
+		b.riov[i].Base = &b.bufs[i][0]
+		b.riov[i].SetLen(bufSize)
+		b.rhdr[i].hdr.Iov = &b.riov[i]
+		b.rhdr[i].hdr.SetIovlen(1)
+		b.shdr[i].hdr.Iov = &b.siov[i]
+		b.shdr[i].hdr.SetIovlen(1)
+	}
+	b.sfn = b.sendmmsg
+	b.rfn = b.recvmmsg
+	return b, nil
+}
+
+// Send sends datagrams (at most the batch size; each non-empty) on the
+// connected socket, waiting while the socket buffer is full, and returns
+// how many the kernel took.
+func (b *Conn) Send(datagrams [][]byte) (int, error) {
+	n := min(len(datagrams), len(b.shdr))
+	for i, d := range datagrams[:n] {
+		if len(d) == 0 {
+			return 0, errors.New("udpbatch: empty datagram")
+		}
+		b.siov[i].Base = &d[0]
+		b.siov[i].SetLen(len(d))
+	}
+	b.sn, b.sent, b.serr = n, 0, nil
+	if err := b.rc.Write(b.sfn); err != nil {
+		return 0, err
+	}
+	return b.sent, b.serr
+}
+
+func (b *Conn) sendmmsg(fd uintptr) bool {
+	r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&b.shdr[0])), uintptr(b.sn), unix.MSG_DONTWAIT, 0, 0)
+	switch e {
+	case 0:
+		b.sent = int(r)
+	case unix.EAGAIN:
+		return false // wait until writable
+	case unix.EINTR:
+		return b.sendmmsg(fd)
+	default:
+		b.serr = e
+	}
+	return true
+}
+
+// Recv receives up to a batch of datagrams without blocking; 0 and nil
+// when none is waiting. Datagram i is Buf(i), valid until the next Recv.
+func (b *Conn) Recv() (int, error) {
+	b.got, b.rerr = 0, nil
+	if err := b.rc.Read(b.rfn); err != nil {
+		return 0, err
+	}
+	return b.got, b.rerr
+}
+
+func (b *Conn) recvmmsg(fd uintptr) bool {
+	r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.rhdr[0])), uintptr(len(b.rhdr)), unix.MSG_DONTWAIT, 0, 0)
+	switch e {
+	case 0:
+		b.got = int(r)
+		for i := range b.got {
+			b.lens[i] = int(b.rhdr[i].len)
+		}
+	case unix.EAGAIN, unix.EINTR:
+	default:
+		b.rerr = e
+	}
+	return true // never park: the caller polls
+}
+
+// Buf returns datagram i of the last Recv.
+func (b *Conn) Buf(i int) []byte { return b.bufs[i][:b.lens[i]] }
+
+// Len returns the length of datagram i of the last Recv.
+func (b *Conn) Len(i int) int { return b.lens[i] }
