@@ -250,6 +250,7 @@ type runner struct {
 	sge      [1]mr.SGE
 	iters    int
 	deadline time.Time
+	window   int // requests in flight: cfg.Window per queue pair
 	burst    int
 	// pending holds, per queue pair, the sizes of its bursts in flight.
 	pending           [][]int
@@ -298,6 +299,10 @@ func newRunner(s *session, cfg Config, peers []qpInfo, iters int, start time.Tim
 	// (perftest's post list and CQ moderation): a burst fills one transmit
 	// batch, and one completion accounts for it. Latency runs use bursts
 	// of one.
+	r.window = cfg.Window * max(1, len(s.qps))
+	if cfg.Lat {
+		r.window = 1
+	}
 	r.burst = min(64, cfg.Window)
 	if cfg.Lat {
 		r.burst = 1
@@ -332,7 +337,7 @@ func (r *runner) done() bool { return r.completed >= r.posted && (r.stop || r.co
 func (r *runner) step(ctx context.Context) (bool, error) {
 	cfg, s := r.cfg, r.s
 	did := false
-	for !r.stop && r.posted < r.iters && r.posted-r.completed <= cfg.Window-r.burst {
+	for !r.stop && r.posted < r.iters && r.posted-r.completed <= r.window-r.burst {
 		n := min(r.burst, r.iters-r.posted)
 		i := r.next % len(s.qps)
 		r.next++
