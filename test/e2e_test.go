@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/softfabric/softfabric/ctrl"
 	"github.com/softfabric/softfabric/internal/netnstest"
 )
@@ -105,17 +103,11 @@ func up(t *testing.T, hosts ...*netnstest.Host) {
 // in any mode.
 func xdpAttached(t *testing.T, h *netnstest.Host) bool {
 	t.Helper()
-	var x *netlink.LinkXdp
-	if err := h.Do(func() error {
-		l, err := netlink.LinkByName(h.Iface)
-		if err == nil {
-			x = l.Attrs().Xdp
-		}
-		return err
-	}); err != nil {
+	x, err := h.XDP()
+	if err != nil {
 		t.Fatal(err)
 	}
-	return x != nil && x.Attached
+	return x.Attached
 }
 
 // leftovers lists what softfabric left in a namespace: an XDP program, pins,

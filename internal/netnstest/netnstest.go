@@ -529,6 +529,24 @@ type Cmd struct {
 	host *Host
 }
 
+// XDP returns the XDP attributes of the host's interface as netlink reads
+// them in its namespace (Attached false when no program is attached).
+func (h *Host) XDP() (*netlink.LinkXdp, error) {
+	var x *netlink.LinkXdp
+	err := h.Do(func() error {
+		l, err := netlink.LinkByName(h.Iface)
+		if err != nil {
+			return err
+		}
+		x = l.Attrs().Xdp
+		if x == nil {
+			x = &netlink.LinkXdp{}
+		}
+		return nil
+	})
+	return x, err
+}
+
 // Command returns a command that runs inside the host's namespace, as
 // `ip netns exec NS name args...` would run it, without needing ip(8):
 // the process is forked from a thread that entered the namespace and

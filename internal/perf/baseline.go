@@ -2,25 +2,20 @@ package perf
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/netip"
 	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/softfabric/softfabric/dataplane/engine"
 	"github.com/softfabric/softfabric/dataplane/link"
 	"github.com/softfabric/softfabric/dataplane/psn"
 	"github.com/softfabric/softfabric/dataplane/wire"
 	"github.com/softfabric/softfabric/device"
-	"github.com/softfabric/softfabric/internal/udpbatch"
 )
 
 // Baselines are the reference measurements perf runs next to the RDMA
@@ -29,10 +24,20 @@ import (
 //   - xdp: raw AF_XDP frames, the same RoCEv2 frames the transport sends,
 //     built once and blasted (bandwidth) or echoed (latency) with no
 //     transport at all: the ceiling the transport works under;
-//   - udp: a plain UDP socket through the kernel stack, spinning on
-//     non-blocking receives for latency: what softfabric must beat.
+//   - udp: a plain UDP socket through the kernel stack, written as a
+//     careful user writes one (udpbaseline.go): batches per system call,
+//     datagrams that fit the link, the kernel's segmentation for bulk:
+//     what softfabric must beat.
 //
 // Bandwidth baselines are timed at the receiver, first frame to last.
+// Latency baselines echo the whole message (as frames or datagrams that
+// fit the link), so a message bigger than one frame crosses twice, where
+// an RC round trip carries it once and returns an ACK (or, for read,
+// carries a small request and the response).
+//
+// The baselines' servers poll as the engine's workers do
+// (engine.Backoff): spinning while traffic comes, sleeping in short steps
+// when none does, so that their CPU time compares with softfabric's.
 var Baselines = []string{"xdp", "udp"}
 
 // maxUDP is the largest UDP payload over IPv4.
@@ -73,280 +78,27 @@ func runBaseline(ctx context.Context, d *device.Device, c *conn, cfg Config) (Re
 	return runXDP(ctx, d, c, cfg, f)
 }
 
-// spinRecv receives one datagram without blocking, spinning until one is
-// there or the deadline passes.
-func spinRecv(rc syscall.RawConn, buf []byte, deadline time.Time) (int, error) {
-	for i := 0; ; i++ {
-		var n int
-		var rerr error
-		err := rc.Read(func(fd uintptr) bool {
-			n, _, rerr = unix.Recvfrom(int(fd), buf, unix.MSG_DONTWAIT)
-			return true
-		})
-		if err != nil {
-			return 0, err
-		}
-		if rerr == nil {
-			return n, nil
-		}
-		if !errors.Is(rerr, unix.EAGAIN) {
-			return 0, rerr
-		}
-		if i&1023 == 0 && time.Now().After(deadline) {
-			return 0, errors.New("udp baseline: timed out waiting for a datagram")
-		}
-	}
+// BaselineError is a baseline that ran to its end and measured nothing:
+// no frame or datagram reached the server. The exchange with the server is
+// intact, so the tests after it still run.
+type BaselineError struct {
+	Op     string // xdp or udp
+	Reason string // what was sent, what arrived, the likely cause
 }
 
-func serveUDP(ctx context.Context, c *conn, cfg Config) (Result, error) {
-	local, err := localAddr(c.c)
-	if err != nil {
-		return Result{}, err
-	}
-	pc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(local, 0)))
-	if err != nil {
-		return Result{}, err
-	}
-	defer pc.Close()
-	_ = pc.SetReadBuffer(8 << 20)
-	port := pc.LocalAddr().(*net.UDPAddr).Port
-	if err := c.send("OK port=%d", port); err != nil {
-		return Result{}, err
-	}
-	rc, err := pc.SyscallConn()
-	if err != nil {
-		return Result{}, err
-	}
-	done := c.expectAsync("DONE")
-	if !cfg.Lat {
-		return sinkUDP(ctx, c, pc, cfg, done)
-	}
-	buf := make([]byte, 1<<16)
-	var count, bytes int
-	var first, last time.Time
-	c0 := cpuNow()
-	for i := 0; ; i++ {
-		var n int
-		var from unix.Sockaddr
-		var rerr error
-		_ = rc.Read(func(fd uintptr) bool {
-			n, from, rerr = unix.Recvfrom(int(fd), buf, unix.MSG_DONTWAIT)
-			return true
-		})
-		if rerr == nil {
-			now := time.Now()
-			if count == 0 {
-				first = now
-			}
-			last = now
-			count++
-			bytes += n
-			if cfg.Lat {
-				_ = rc.Write(func(fd uintptr) bool {
-					_ = unix.Sendto(int(fd), buf[:n], 0, from)
-					return true
-				})
-			}
-			continue
-		}
-		if i&255 == 0 {
-			select {
-			case err := <-done:
-				if err != nil {
-					return Result{}, err
-				}
-				el := last.Sub(first)
-				if err := c.send("STATS %d %d %d %s", count, bytes, el.Nanoseconds(), c0.since().fields()); err != nil {
-					return Result{}, err
-				}
-				return Result{Op: "udp", Bytes: cfg.Size, Received: count}, nil
-			case <-ctx.Done():
-				return Result{}, ctx.Err()
-			default:
-			}
-		}
-	}
-}
+func (e *BaselineError) Error() string { return e.Op + " baseline: " + e.Reason }
 
-// sinkUDP counts the datagrams arriving on pc, a batch per recvmmsg(2),
-// until done, and reports them as serveUDP does.
-func sinkUDP(ctx context.Context, c *conn, pc *net.UDPConn, cfg Config, done <-chan error) (Result, error) {
-	rb, err := udpbatch.New(pc, link.IdealBatch, 1<<16)
-	if err != nil {
-		return Result{}, err
-	}
-	var count, bytes int
-	var first, last time.Time
-	c0 := cpuNow()
-	for i := 0; ; i++ {
-		n, err := rb.Recv()
-		if err != nil {
-			return Result{}, err
-		}
-		if n > 0 {
-			now := time.Now()
-			if count == 0 {
-				first = now
-			}
-			last = now
-			count += n
-			for k := range n {
-				bytes += rb.Len(k)
-			}
-			continue
-		}
-		if i&255 == 0 {
-			select {
-			case err := <-done:
-				if err != nil {
-					return Result{}, err
-				}
-				if err := c.send("STATS %d %d %d %s", count, bytes, last.Sub(first).Nanoseconds(), c0.since().fields()); err != nil {
-					return Result{}, err
-				}
-				return Result{Op: "udp", Bytes: cfg.Size, Received: count}, nil
-			case <-ctx.Done():
-				return Result{}, ctx.Err()
-			default:
-			}
-		}
-	}
-}
-
-// udpDatagram is the largest UDP payload that crosses a link of MTU mtu
-// unfragmented, towards addr's family.
-func udpDatagram(mtu int, addr netip.Addr) int {
-	if addr.Unmap().Is4() {
-		return mtu - 20 - 8
-	}
-	return mtu - 40 - 8
-}
-
-func runUDP(ctx context.Context, d *device.Device, c *conn, cfg Config, ok []string) (Result, error) {
-	port := 0
-	for _, kv := range ok {
-		if v, found := cutPrefix(kv, "port="); found {
-			port, _ = strconv.Atoi(v)
-		}
-	}
-	remote, err := netip.ParseAddrPort(c.c.RemoteAddr().String())
-	if err != nil || port == 0 {
-		return Result{}, fmt.Errorf("udp baseline: bad server answer %v", ok)
-	}
-	pc, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(remote.Addr(), uint16(port))))
-	if err != nil {
-		return Result{}, err
-	}
-	defer pc.Close()
-	_ = pc.SetWriteBuffer(8 << 20)
-	rc, err := pc.SyscallConn()
-	if err != nil {
-		return Result{}, err
-	}
-	size := min(cfg.Size, maxUDP)
-	r := Result{Op: "udp", Bytes: size, QPs: 1}
-	start, c0 := time.Now(), cpuNow()
-	sent := 0
-	if cfg.Lat {
-		payload := make([]byte, size)
-		lats := make([]time.Duration, 0, cfg.Iters)
-		buf := make([]byte, 1<<16)
-		for i := 0; i < cfg.Iters; i++ {
-			t0 := time.Now()
-			if _, err := pc.Write(payload); err != nil {
-				return Result{}, err
-			}
-			if _, err := spinRecv(rc, buf, time.Now().Add(2*time.Second)); err != nil {
-				return Result{}, err
-			}
-			lats = append(lats, time.Since(t0))
-		}
-		r.Iters = cfg.Iters
-		r.Seconds = time.Since(start).Seconds()
-		fillLatency(&r, lats)
-	} else {
-		// A message larger than a datagram that crosses the link whole is
-		// several datagrams, as the transport sends several packets: IP
-		// fragments of a 64 KiB datagram are dropped wholesale when
-		// reassembly memory runs short, and nobody sends bulk data so.
-		r.Bytes = cfg.Size
-		if sent, err = blastUDP(ctx, pc, cfg, udpDatagram(d.MTU(), remote.Addr())); err != nil {
-			return Result{}, err
-		}
-	}
-	cpu := c0.since()
-	if !cfg.Lat {
-		time.Sleep(50 * time.Millisecond) // let the last datagrams arrive
-	}
-	st, err := c.finish()
-	if err != nil {
-		return Result{}, err
-	}
-	if !cfg.Lat {
-		dg := udpDatagram(d.MTU(), remote.Addr())
-		if err := fillMessageRates(&r, st, sent, (cfg.Size+dg-1)/dg, "datagrams"); err != nil {
-			return r, err
-		}
-	}
-	scpu, known := parseCPU(st[min(3, len(st)):])
-	setCPU(&r, cpu, scpu, known)
-	return r, nil
-}
-
-// blastUDP sends cfg.Iters messages of cfg.Size bytes (or for
-// cfg.Duration), each as datagrams of at most dg bytes, in batches of one
-// sendmmsg(2) each, and returns the datagrams sent.
-func blastUDP(ctx context.Context, pc *net.UDPConn, cfg Config, dg int) (int, error) {
-	sb, err := udpbatch.New(pc, link.IdealBatch, 1)
-	if err != nil {
-		return 0, err
-	}
-	payload := make([]byte, min(cfg.Size, dg))
-	perMsg := (cfg.Size + dg - 1) / dg
-	lastLen := cfg.Size - (perMsg-1)*dg
-	// Enough datagrams for whole messages in every batch.
-	batch := make([][]byte, max(1, link.IdealBatch/perMsg)*perMsg)
-	for i := range batch {
-		batch[i] = payload
-		if i%perMsg == perMsg-1 {
-			batch[i] = payload[:lastLen]
-		}
-	}
-	total := cfg.Iters * perMsg
-	var deadline time.Time
-	if cfg.Duration > 0 {
-		total = int(^uint(0) >> 1)
-		deadline = time.Now().Add(cfg.Duration)
-	}
-	sent := 0
-	for sent < total {
-		// Start each batch at a message boundary of the pattern.
-		off := sent % perMsg
-		n, err := sb.Send(batch[off:min(len(batch), off+total-sent)])
-		if err != nil && !errors.Is(err, unix.ENOBUFS) {
-			return sent, err
-		}
-		sent += n
-		if sent&1023 < n || n == 0 {
-			if ctx.Err() != nil {
-				return sent, ctx.Err()
-			}
-			if cfg.Duration > 0 && time.Now().After(deadline) {
-				break
-			}
-		}
-	}
-	return sent, nil
-}
-
-// fillMessageRates fills r from a server's STATS as fillReceiverRates does
-// when a message crossed as perMsg frames or datagrams (units), sent of
+// fillMessageRates fills r from the raw AF_XDP server's STATS as
+// fillReceiverRates does when a message crossed as perMsg frames, sent of
 // them sent: rates and counts per message. A baseline that received
 // nothing is an error that says so, never a zero rate.
-func fillMessageRates(r *Result, st []string, sent, perMsg int, units string) error {
+func fillMessageRates(r *Result, st []string, sent, perMsg int) error {
 	fillReceiverRates(r, st, sent/perMsg)
 	if r.Received == 0 {
-		return fmt.Errorf("%s baseline: the server received none of the %d %s sent (%d per %d-byte message); see softfabric stats and the kernel's drop counters on both ends", r.Op, sent, units, perMsg, r.Bytes)
+		return &BaselineError{Op: r.Op, Reason: fmt.Sprintf("the server received none of the %d frames sent (%d per %d-byte message); likely its classifier did not pass them to the AF_XDP sockets (softfabric stats on the server: unknownqpn, nosocket) or the link dropped them (ip -s link)", sent, perMsg, r.Bytes)}
+	}
+	if r.Seconds == 0 {
+		return &BaselineError{Op: r.Op, Reason: fmt.Sprintf("the server received %d of the %d frames sent in one batch: too few to time; run more --iters", r.Received, sent)}
 	}
 	r.MsgRateMpps /= float64(perMsg)
 	r.Received /= perMsg
@@ -439,104 +191,119 @@ func serveXDP(ctx context.Context, d *device.Device, c *conn, cfg Config) (Resul
 		return Result{}, err
 	}
 	done := c.expectAsync("DONE")
-	var count, bytes int
-	var first, last time.Time
+	var t tally
 	c0 := cpuNow()
 	if echo != nil {
-		count, bytes, first, last, err = echoXDP(ctx, d.Link(), echo, done)
+		t, err = echoXDP(ctx, d.Link(), echo, done)
 	} else {
-		count, bytes, first, last, err = sinkXDP(ctx, d.Links(), done)
+		t, err = sinkXDP(ctx, d.Links(), done)
 	}
 	if err != nil {
 		return Result{}, err
 	}
-	if err := c.send("STATS %d %d %d %s", count, bytes, last.Sub(first).Nanoseconds(), c0.since().fields()); err != nil {
+	if err := c.sendStats(c0.since(), "STATS %s", t.stats()); err != nil {
 		return Result{}, err
 	}
-	return Result{Op: "xdp", Bytes: cfg.Size, Received: count}, nil
+	return Result{Op: "xdp", Bytes: cfg.Size, Received: t.count}, nil
 }
 
-// echoXDP answers every frame received on l with echo until done.
-func echoXDP(ctx context.Context, l link.Link, echo [][]byte, done <-chan error) (count, bytes int, first, last time.Time, err error) {
+// xdpSink is a raw AF_XDP baseline's receiver on one link: it counts what
+// arrives, echoing a frame back for each for latency tests.
+type xdpSink struct {
+	l     link.Link
+	bufs  [][]byte
+	sizes []int
+	echo  [][]byte
+	t     tally
+}
+
+func newXDPSink(l link.Link, echo [][]byte) *xdpSink {
 	bufs, sizes := rxBuffers(l)
-	for i := 0; ; i++ {
-		n, err := l.Recv(bufs, sizes)
+	return &xdpSink{l: l, bufs: bufs, sizes: sizes, echo: echo}
+}
+
+// poll receives one batch, without blocking, and returns how many frames
+// it got.
+func (s *xdpSink) poll() (int, error) {
+	n, err := s.l.Recv(s.bufs, s.sizes)
+	if err != nil || n == 0 {
+		return 0, err
+	}
+	bytes := 0
+	for _, z := range s.sizes[:n] {
+		bytes += z
+	}
+	s.t.add(n, bytes)
+	for k := 0; k < n && s.echo != nil; k++ {
+		for sent := 0; sent == 0; {
+			if sent, err = s.l.Send(s.echo); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return n, nil
+}
+
+// echoXDP answers every frame received on l with echo until done,
+// polling as the engine does: spinning while frames come, backing off to
+// short sleeps when none does.
+func echoXDP(ctx context.Context, l link.Link, echo [][]byte, done <-chan error) (tally, error) {
+	s := newXDPSink(l, echo)
+	var idle engine.Backoff
+	for {
+		n, err := s.poll()
 		if err != nil {
-			return 0, 0, first, last, err
+			return tally{}, err
 		}
 		if n > 0 {
-			now := time.Now()
-			if count == 0 {
-				first = now
-			}
-			last = now
-			count += n
-			for _, s := range sizes[:n] {
-				bytes += s
-			}
-			for k := 0; k < n; k++ {
-				for sent := 0; sent == 0; {
-					if sent, err = l.Send(echo); err != nil {
-						return 0, 0, first, last, err
-					}
-				}
-			}
+			idle.Busy()
 			continue
 		}
-		if i&255 == 0 {
-			select {
-			case err := <-done:
-				return count, bytes, first, last, err
-			case <-ctx.Done():
-				return 0, 0, first, last, ctx.Err()
-			default:
-			}
+		select {
+		case err := <-done:
+			return s.t, err
+		case <-ctx.Done():
+			return tally{}, ctx.Err()
+		default:
 		}
+		idle.Idle(0, 0)
 	}
 }
 
 // sinkXDP counts the frames arriving on every link, each drained by a
-// goroutine of its own (the raw counterpart of a worker per queue), until
-// done; first and last are the first and last arrivals over all links.
-func sinkXDP(ctx context.Context, links []link.Link, done <-chan error) (count, bytes int, first, last time.Time, err error) {
-	type tally struct {
-		count, bytes int
-		first, last  time.Time
-		err          error
-	}
+// goroutine of its own (the raw counterpart of a worker per queue) that
+// polls as the engine's workers do, until done; first and last are the
+// first and last arrivals over all links.
+func sinkXDP(ctx context.Context, links []link.Link, done <-chan error) (tally, error) {
 	var stop atomic.Bool
-	tallies := make([]tally, len(links))
+	sinks := make([]*xdpSink, len(links))
+	errs := make([]error, len(links))
 	var wg sync.WaitGroup
 	for i, l := range links {
+		sinks[i] = newXDPSink(l, nil)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			t := &tallies[i]
-			bufs, sizes := rxBuffers(l)
-			for k := 0; ; k++ {
-				n, err := l.Recv(bufs, sizes)
+			s := sinks[i]
+			var idle engine.Backoff
+			for {
+				n, err := s.poll()
 				if err != nil {
-					t.err = err
+					errs[i] = err
 					return
 				}
-				if n == 0 {
-					if k&255 == 0 && stop.Load() {
-						return
-					}
+				if n > 0 {
+					idle.Busy()
 					continue
 				}
-				now := time.Now()
-				if t.count == 0 {
-					t.first = now
+				if stop.Load() {
+					return
 				}
-				t.last = now
-				t.count += n
-				for _, s := range sizes[:n] {
-					t.bytes += s
-				}
+				idle.Idle(0, 0)
 			}
 		}()
 	}
+	var err error
 	select {
 	case err = <-done:
 	case <-ctx.Done():
@@ -544,23 +311,25 @@ func sinkXDP(ctx context.Context, links []link.Link, done <-chan error) (count, 
 	}
 	stop.Store(true)
 	wg.Wait()
-	for _, t := range tallies {
-		if t.err != nil && err == nil {
-			err = t.err
+	var all tally
+	for i, s := range sinks {
+		if errs[i] != nil && err == nil {
+			err = errs[i]
 		}
+		t := s.t
 		if t.count == 0 {
 			continue
 		}
-		count += t.count
-		bytes += t.bytes
-		if first.IsZero() || t.first.Before(first) {
-			first = t.first
+		all.count += t.count
+		all.bytes += t.bytes
+		if all.first.IsZero() || t.first.Before(all.first) {
+			all.first = t.first
 		}
-		if t.last.After(last) {
-			last = t.last
+		if t.last.After(all.last) {
+			all.last = t.last
 		}
 	}
-	return count, bytes, first, last, err
+	return all, err
 }
 
 func rxBuffers(l link.Link) ([][]byte, []int) {
@@ -620,26 +389,31 @@ func runXDP(ctx context.Context, d *device.Device, c *conn, cfg Config, ok []str
 	c0 := cpuNow()
 	if cfg.Lat {
 		bufs, sizes := rxBuffers(l)
-		one := [][]byte{frame}
+		// A message is perMsg frames, as for bandwidth; the server echoes
+		// each, and the round trip ends with the last echo.
+		batch := make([][]byte, min(perMsg, link.IdealBatch))
+		for k := range batch {
+			batch[k] = frame
+		}
 		lats := make([]time.Duration, 0, cfg.Iters)
 		start := time.Now()
 		for i := 0; i < cfg.Iters; i++ {
 			t0 := time.Now()
-			for sent := 0; sent == 0; {
-				if sent, err = l.Send(one); err != nil {
-					return Result{}, err
+			for sent, got, k := 0, 0, 0; got < perMsg; k++ {
+				if sent < perMsg {
+					n, err := l.Send(batch[:min(len(batch), perMsg-sent)])
+					if err != nil {
+						return Result{}, err
+					}
+					sent += n
 				}
-			}
-			for {
-				n, err := l.Recv(bufs[:1], sizes[:1])
+				n, err := l.Recv(bufs, sizes)
 				if err != nil {
 					return Result{}, err
 				}
-				if n > 0 {
-					break
-				}
-				if time.Since(t0) > 2*time.Second {
-					return Result{}, errors.New("xdp baseline: echo lost")
+				got += n
+				if n == 0 && k&1023 == 0 && time.Since(t0) > 2*time.Second {
+					return Result{}, fmt.Errorf("xdp baseline: %d of a message's %d echoes came back within 2 s", got, perMsg)
 				}
 			}
 			lats = append(lats, time.Since(t0))
@@ -667,7 +441,7 @@ func runXDP(ctx context.Context, d *device.Device, c *conn, cfg Config, ok []str
 		return Result{}, err
 	}
 	if !cfg.Lat {
-		if err := fillMessageRates(&r, st, msgs*perMsg, perMsg, "frames"); err != nil {
+		if err := fillMessageRates(&r, st, msgs*perMsg, perMsg); err != nil {
 			return r, err
 		}
 		// Bytes on the wire include headers: count payload only, as the
@@ -755,7 +529,8 @@ func PrintRatios(w io.Writer, rs []Result) {
 	if base.LatMedianUs > 0 {
 		for _, r := range rs[1:] {
 			if r.LatMedianUs > 0 {
-				fmt.Fprintf(w, "   vs %-4s median latency %.2f× (%.2f µs vs %.2f µs)\n", r.Op, base.LatMedianUs/r.LatMedianUs, base.LatMedianUs, r.LatMedianUs)
+				fmt.Fprintf(w, "   vs %-4s median latency %.2f× (%.2f µs vs %.2f µs)", r.Op, base.LatMedianUs/r.LatMedianUs, base.LatMedianUs, r.LatMedianUs)
+				printCPURatio(w, "round trip", base.CPUClientNsPerOp, r.CPUClientNsPerOp, base.CPUServerNsPerOp, r.CPUServerNsPerOp)
 			}
 		}
 		return
@@ -765,12 +540,18 @@ func PrintRatios(w io.Writer, rs []Result) {
 			continue
 		}
 		fmt.Fprintf(w, "   vs %-4s message rate %5.1f %%   bandwidth %5.1f %%", r.Op, 100*base.MsgRateMpps/r.MsgRateMpps, 100*base.BWAvgGbps/r.BWAvgGbps)
-		if base.CPUClientNsPerKiB > 0 && r.CPUClientNsPerKiB > 0 {
-			fmt.Fprintf(w, "   CPU per KiB: client %.2f×", base.CPUClientNsPerKiB/r.CPUClientNsPerKiB)
-			if base.CPUServerNsPerKiB > 0 && r.CPUServerNsPerKiB > 0 {
-				fmt.Fprintf(w, ", server %.2f×", base.CPUServerNsPerKiB/r.CPUServerNsPerKiB)
-			}
-		}
-		fmt.Fprintln(w)
+		printCPURatio(w, "KiB", base.CPUClientNsPerKiB, r.CPUClientNsPerKiB, base.CPUServerNsPerKiB, r.CPUServerNsPerKiB)
 	}
+}
+
+// printCPURatio ends a PrintRatios line with the CPU time per unit of
+// the test relative to the baseline's, each side where both are known.
+func printCPURatio(w io.Writer, unit string, client, baseClient, server, baseServer float64) {
+	if client > 0 && baseClient > 0 {
+		fmt.Fprintf(w, "   CPU per %s: client %.2f×", unit, client/baseClient)
+		if server > 0 && baseServer > 0 {
+			fmt.Fprintf(w, ", server %.2f×", server/baseServer)
+		}
+	}
+	fmt.Fprintln(w)
 }

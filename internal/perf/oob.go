@@ -15,13 +15,18 @@ import (
 // way perftest and ibv_rc_pingpong exchange QPN/PSN/GID before they start.
 // Our own format for now:
 //
-//	client → server  SFPERF/1 op=write size=65536 qps=1 iters=5000 lat=0 mtu=1024
+//	client → server  SFPERF/1 op=write size=65536 qps=1 iters=5000 lat=0 mtu=1024 cpu=1
 //	server → client  OK | ERR <reason>
 //	both ways        QP <qpn> <psn> <gid> <rkey> <va>   (hex; one line per QP, client first)
 //	server → client  READY
 //	client → server  DONE
-//	server → client  STATS <messages received> <cpu user ns> <cpu sys ns>
-//	                 (baselines: STATS <frames> <bytes> <ns first to last> <cpu user ns> <cpu sys ns>)
+//	server → client  STATS <messages received> [<cpu user ns> <cpu sys ns>]
+//	                 (baselines: STATS <frames> <bytes> <ns first to last> [<cpu user ns> <cpu sys ns>])
+//
+// The server's CPU time on STATS goes only to a client that asked for it
+// with cpu=1: clients from before it read STATS by its number of fields.
+// Servers from before it ignore cpu=1 (an unknown numeric parameter) and
+// send STATS without it, which clients take as "server CPU unknown".
 
 const protoVersion = "SFPERF/1"
 
@@ -32,6 +37,9 @@ type conn struct {
 	c  net.Conn
 	r  *bufio.Reader
 	to time.Duration
+	// cpu: the client of the current test asked for the server's CPU
+	// time on STATS.
+	cpu bool
 }
 
 func newConn(c net.Conn) *conn {
@@ -120,6 +128,7 @@ type params struct {
 	Iters int
 	Lat   bool
 	MTU   int
+	CPU   bool // the client reads the server's CPU time on STATS
 }
 
 func (c *conn) sendParams(p params) error {
@@ -127,7 +136,8 @@ func (c *conn) sendParams(p params) error {
 	if p.Lat {
 		lat = 1
 	}
-	return c.send("%s op=%s size=%d qps=%d iters=%d lat=%d mtu=%d", protoVersion, p.Op, p.Size, p.QPs, p.Iters, lat, p.MTU)
+	// This client always reads the server's CPU time.
+	return c.send("%s op=%s size=%d qps=%d iters=%d lat=%d mtu=%d cpu=1", protoVersion, p.Op, p.Size, p.QPs, p.Iters, lat, p.MTU)
 }
 
 func parseParams(line string) (params, error) {
@@ -155,9 +165,21 @@ func parseParams(line string) (params, error) {
 			p.Lat = n != 0
 		case "mtu":
 			p.MTU = n
+		case "cpu":
+			p.CPU = n != 0
 		}
 	}
 	return p, nil
+}
+
+// sendStats sends the server's end-of-test reply, format and a being its
+// figures, with the server's CPU time over the test when the client
+// asked for it.
+func (c *conn) sendStats(cpu CPU, format string, a ...any) error {
+	if c.cpu {
+		return c.send(format+" %s", append(a, cpu.fields())...)
+	}
+	return c.send(format, a...)
 }
 
 // finish tells the server the client is done and returns its STATS.

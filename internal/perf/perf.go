@@ -35,7 +35,7 @@ type Config struct {
 	QPs      int           // queue pairs, requests spread round robin
 	Lat      bool          // latency: one request in flight
 	MTU      int           // path MTU; 0 takes the device's active MTU
-	Window   int           // requests in flight per test (bandwidth), default 128
+	Window   int           // requests in flight per queue pair (bandwidth; perftest's -t), default 128
 }
 
 // Result is what a test measured.
@@ -284,6 +284,7 @@ func Serve(ctx context.Context, d *device.Device, l net.Listener) ([]Result, err
 			return results, err
 		}
 		cfg := Config{Op: p.Op, Size: p.Size, QPs: p.QPs, Iters: p.Iters, Lat: p.Lat, MTU: p.MTU}
+		c.cpu = p.CPU
 		var r Result
 		switch {
 		case slices.Contains(Baselines, cfg.Op):
@@ -351,7 +352,7 @@ func serveRDMA(ctx context.Context, d *device.Device, c *conn, cfg Config) (Resu
 	cpu := c0.since()
 	// Let the last ACKs out before the QPs go away.
 	drainUntil(d, time.Now().Add(20*time.Millisecond))
-	if err := c.send("STATS %d %s", received, cpu.fields()); err != nil {
+	if err := c.sendStats(cpu, "STATS %d", received); err != nil {
 		return Result{}, err
 	}
 	return Result{Op: cfg.Op, Bytes: cfg.Size, QPs: cfg.QPs, MTU: cfg.MTU, Received: received, Workers: workerDeltas(before, d.WorkerStats())}, nil
@@ -392,7 +393,10 @@ func localAddr(c net.Conn) (netip.Addr, error) {
 }
 
 // Run is the client: it connects to server (host:port) and runs the tests
-// in order over one connection, returning their results.
+// in order over one connection, returning their results. A baseline that
+// measured nothing (*BaselineError) is left out of the results and the
+// tests after it still run; the error returned then joins those, in one
+// line. Any other failure ends the run, with the results before it.
 func Run(ctx context.Context, d *device.Device, server string, cfgs ...Config) ([]Result, error) {
 	if _, _, err := net.SplitHostPort(server); err != nil {
 		server = net.JoinHostPort(server, strconv.Itoa(DefaultPort))
@@ -405,6 +409,7 @@ func Run(ctx context.Context, d *device.Device, server string, cfgs ...Config) (
 	defer nc.Close()
 	c := newConn(nc)
 	var results []Result
+	var empty []error
 	for _, cfg := range cfgs {
 		var r Result
 		if slices.Contains(Baselines, cfg.Op) {
@@ -412,13 +417,28 @@ func Run(ctx context.Context, d *device.Device, server string, cfgs ...Config) (
 		} else {
 			r, err = runRDMA(ctx, d, c, cfg)
 		}
+		if be := (*BaselineError)(nil); errors.As(err, &be) {
+			empty = append(empty, err)
+			continue
+		}
 		if err != nil {
 			return results, err
 		}
 		results = append(results, r)
 	}
 	_ = c.send("QUIT")
-	return results, nil
+	return results, joinLine(empty)
+}
+
+// joinLine joins errs as errors.Join does, on one line.
+func joinLine(errs []error) error {
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return errs[0]
+	}
+	return fmt.Errorf("%w; %w", errs[0], joinLine(errs[1:]))
 }
 
 func runRDMA(ctx context.Context, d *device.Device, c *conn, cfg Config) (Result, error) {
