@@ -39,17 +39,11 @@ func bpffs(t *testing.T) string {
 // "xdp/id:42" (native).
 func xdpOf(t *testing.T, h *netnstest.Host) string {
 	t.Helper()
-	var x *netlink.LinkXdp
-	if err := h.Do(func() error {
-		l, err := netlink.LinkByName(h.Iface)
-		if err == nil {
-			x = l.Attrs().Xdp
-		}
-		return err
-	}); err != nil {
+	x, err := h.XDP()
+	if err != nil {
 		t.Fatal(err)
 	}
-	if x == nil || !x.Attached {
+	if !x.Attached {
 		return ""
 	}
 	mode, ok := map[uint32]string{
