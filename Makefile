@@ -40,9 +40,10 @@ bench-e2e: build
 # Scaling over queues and cores (root; no ip(8) needed): two namespaces on a
 # veth with Q queues, a worker per queue at each end, RDMA writes over Q and
 # 4Q queue pairs next to raw AF_XDP on the same Q, for Q = 1, 2, 4, ... up
-# to half the CPUs. SCALE_QUEUES=1,2,4 and SCALE_DURATION=3s override.
+# to half the CPUs. SCALE_QUEUES=1,2,4, SCALE_DURATION=3s and SCALE_REPEAT=3
+# (the median of 3 runs) override.
 bench-scale: build
-	SOFTFABRIC_BIN=$(CURDIR)/bin/softfabric SOFTFABRIC_SCALE_QUEUES=$(SCALE_QUEUES) SOFTFABRIC_SCALE_DURATION=$(SCALE_DURATION) \
+	SOFTFABRIC_BIN=$(CURDIR)/bin/softfabric SOFTFABRIC_SCALE_QUEUES=$(SCALE_QUEUES) SOFTFABRIC_SCALE_DURATION=$(SCALE_DURATION) SOFTFABRIC_SCALE_REPEAT=$(SCALE_REPEAT) \
 		$(GO) test -count=1 -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 30m ./test/scale
 
 # softfabric against Linux Soft-RoCE (rxe) in a QEMU guest: ibv_rc_pingpong both ways and
