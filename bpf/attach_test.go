@@ -175,10 +175,10 @@ func TestRedirectTestRun(t *testing.T) {
 					verdict uint32
 					want    Counters
 				}{
-					{"qp on queue 1", 1, roce{qpn: 0x11}.frame(t), xdpRedirect, Counters{Redirected: 1}},
-					{"qp on queue 1 ipv6 vlan", 1, roce{v6: true, vlan: true, qpn: 0x11}.frame(t), xdpRedirect, Counters{Redirected: 1}},
+					{"qp on queue 1", 1, roce{qpn: 0x11}.frame(t), xdpRedirect, Counters{Redirected: 1, QueueRedirected: [MaxQueues]uint64{1: 1}}},
+					{"qp on queue 1 ipv6 vlan", 1, roce{v6: true, vlan: true, qpn: 0x11}.frame(t), xdpRedirect, Counters{Redirected: 1, QueueRedirected: [MaxQueues]uint64{1: 1}}},
 					{"qp on queue 0", 0, roce{qpn: 0x11}.frame(t), xdpDrop, Counters{NoSocket: 1}},
-					{"rule on queue 0", 0, roce{qpn: 0x77}.frame(t), xdpRedirect, Counters{Redirected: 1, RuleHits: [MaxRules]uint64{1}}},
+					{"rule on queue 0", 0, roce{qpn: 0x77}.frame(t), xdpRedirect, Counters{Redirected: 1, RuleHits: [MaxRules]uint64{1}, QueueRedirected: [MaxQueues]uint64{0: 1}}},
 					{"rule on queue 1", 1, roce{qpn: 0x77}.frame(t), xdpDrop, Counters{NoSocket: 1, RuleHits: [MaxRules]uint64{1}}},
 					{"arp on queue 1", 1, arpFrame(t), xdpPass, Counters{Passed: 1}},
 				} {

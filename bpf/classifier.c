@@ -91,7 +91,8 @@ enum {
 	CNT_NO_SOCKET,
 	CNT_RULE_DROP,
 	CNT_RULE_HIT, // MAX_RULES slots from here
-	CNT_MAX = CNT_RULE_HIT + MAX_RULES,
+	CNT_QUEUE_REDIRECTED = CNT_RULE_HIT + MAX_RULES, // MAX_QUEUES slots from here
+	CNT_MAX = CNT_QUEUE_REDIRECTED + MAX_QUEUES,
 };
 
 enum {
@@ -190,6 +191,8 @@ static __always_inline int redirect(struct xdp_md *ctx, __u32 context)
 	// has no socket: XDP_ABORTED here, which a hit never returns.
 	if (bpf_redirect_map(&xsks, context * MAX_QUEUES + queue, XDP_ABORTED) != XDP_REDIRECT)
 		return verdict(CNT_NO_SOCKET, XDP_DROP);
+	// Per receive queue too: what each worker's socket is given.
+	count(CNT_QUEUE_REDIRECTED + queue);
 	return verdict(CNT_REDIRECTED, XDP_REDIRECT);
 }
 

@@ -79,6 +79,9 @@ type Counters struct {
 	NoSocket   uint64 // the context has no socket on the arrival queue
 	RuleDrop   uint64 // dropped by an ActionDrop rule
 	RuleHits   [MaxRules]uint64
+	// QueueRedirected counts Redirected by the receive queue the frames
+	// arrived on: what each queue's socket (and worker) was given.
+	QueueRedirected [MaxQueues]uint64
 }
 
 // Counter slots in the per-CPU array, in the order of classifier.c.
@@ -92,7 +95,8 @@ const (
 	cntNoSocket
 	cntRuleDrop
 	cntRuleHit
-	cntMax = cntRuleHit + MaxRules
+	cntQueueRedirected = cntRuleHit + MaxRules
+	cntMax             = cntQueueRedirected + MaxQueues
 )
 
 // Errors.
@@ -444,7 +448,9 @@ func (c *Classifier) Counters() (Counters, error) {
 		cntNoSocket:   &out.NoSocket,
 		cntRuleDrop:   &out.RuleDrop,
 	}
-	for slot := range uint32(cntMax) {
+	// A map pinned by an older `up` may have fewer slots (no per-queue
+	// counts): read what it has.
+	for slot := range min(uint32(cntMax), c.maps.Counters.MaxEntries()) {
 		if err := c.maps.Counters.Lookup(slot, &percpu); err != nil {
 			return Counters{}, fmt.Errorf("bpf: reading counters: %w", err)
 		}
@@ -452,10 +458,13 @@ func (c *Classifier) Counters() (Counters, error) {
 		for _, v := range percpu {
 			sum += v
 		}
-		if slot < cntRuleHit {
+		switch {
+		case slot < cntRuleHit:
 			*verdicts[slot] = sum
-		} else {
+		case slot < cntQueueRedirected:
 			out.RuleHits[slot-cntRuleHit] = sum
+		default:
+			out.QueueRedirected[slot-cntQueueRedirected] = sum
 		}
 	}
 	return out, nil
@@ -469,7 +478,7 @@ func (c *Classifier) ResetCounters() error {
 		return fmt.Errorf("bpf: resetting counters: %w", err)
 	}
 	zero := make([]uint64, n)
-	for slot := range uint32(cntMax) {
+	for slot := range min(uint32(cntMax), c.maps.Counters.MaxEntries()) {
 		if err := c.maps.Counters.Update(slot, zero, ebpf.UpdateAny); err != nil {
 			return fmt.Errorf("bpf: resetting counters: %w", err)
 		}

@@ -144,16 +144,25 @@ func (s *State) Current(dev *Device) error {
 // SaveState writes s to dir/state.json atomically (a temporary file renamed
 // over it), mode 0600, creating dir (0700) as needed.
 func SaveState(dir string, s *State) error {
-	b, err := json.MarshalIndent(s, "", "\t")
-	if err != nil {
+	if err := saveJSON(dir, stateFile, s); err != nil {
 		return fmt.Errorf("saving state: %w", err)
+	}
+	return nil
+}
+
+// saveJSON writes v as indented JSON to dir/name atomically (a temporary
+// file renamed over it), mode 0600, creating dir (0700) as needed.
+func saveJSON(dir, name string, v any) error {
+	b, err := json.MarshalIndent(v, "", "\t")
+	if err != nil {
+		return err
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("saving state: %w", err)
+		return err
 	}
-	f, err := os.CreateTemp(dir, "."+stateFile+".*") // mode 0600
+	f, err := os.CreateTemp(dir, "."+name+".*") // mode 0600
 	if err != nil {
-		return fmt.Errorf("saving state: %w", err)
+		return err
 	}
 	tmp := f.Name()
 	_, err = f.Write(append(b, '\n'))
@@ -164,13 +173,12 @@ func SaveState(dir string, s *State) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, stateFile))
+		err = os.Rename(tmp, filepath.Join(dir, name))
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("saving state: %w", err)
 	}
-	return nil
+	return err
 }
 
 // LoadState reads dir/state.json. When there is none, the device is not

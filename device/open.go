@@ -93,6 +93,7 @@ func Open(iface string, o OpenOptions) (d *Device, err error) {
 		queues = o.Queues
 	}
 	links := make([]link.Link, 0, queues)
+	var sockets []*xsk.Socket
 	for q := 0; q < queues; q++ {
 		s, err := xsk.Open(xsk.Config{Ifindex: dev.Index, Queue: q, MultiBuffer: st.Frags})
 		if err != nil {
@@ -105,6 +106,7 @@ func Open(iface string, o OpenOptions) (d *Device, err error) {
 		q := q
 		closers = append(closers, func() error { return cls.DeleteSocket(0, q) })
 		links = append(links, s)
+		sockets = append(sockets, s)
 	}
 	links, err = debugLinks(links, iface, &closers)
 	if err != nil {
@@ -121,8 +123,34 @@ func Open(iface string, o OpenOptions) (d *Device, err error) {
 		Registrar: cls,
 		CPUs:      o.CPUs,
 	})
+	if err := ctrl.SaveSockets(runDir, d.socketRecord(sockets)); err != nil {
+		return nil, err
+	}
+	closers = append(closers, func() error { return ctrl.RemoveSockets(runDir) })
 	d.closers = closers
 	return d, nil
+}
+
+// socketRecord describes the device's AF_XDP sockets for `softfabric
+// status` (see ctrl.Sockets).
+func (d *Device) socketRecord(sockets []*xsk.Socket) *ctrl.Sockets {
+	rec := &ctrl.Sockets{PID: os.Getpid()}
+	for _, s := range sockets {
+		c := s.Config()
+		info := ctrl.SocketInfo{Queue: s.Queue(), Mode: "copy", RxRing: c.RxSize, TxRing: c.TxSize, FillRing: c.FillSize,
+			CompRing: c.CompSize, Frames: c.Frames, FrameSize: c.FrameSize, MultiBuffer: c.MultiBuffer}
+		if s.ZeroCopy() {
+			info.Mode = "zero-copy"
+		}
+		// With one worker per socket, the worker of this queue builds in
+		// place if its link is the socket itself; the debugging aids wrap
+		// them, and copy.
+		if d.group.Len() == len(sockets) {
+			info.InPlace = d.group.Node(s.Queue()).TxInPlace()
+		}
+		rec.Queues = append(rec.Queues, info)
+	}
+	return rec
 }
 
 // debugLinks applies the debugging aids the environment asks for. They

@@ -282,4 +282,26 @@ func TestFourQueues(t *testing.T) {
 			t.Fatalf("worker %d: %+v", i, m)
 		}
 	}
+	// The classifier counted what it redirected on each of the four
+	// receive queues.
+	var c struct {
+		Redirected      uint64
+		QueueRedirected []uint64
+	}
+	if err := json.Unmarshal([]byte(mustSF(t, p.B, "stats", "--json", "eth0")), &c); err != nil {
+		t.Fatal(err)
+	}
+	var sum uint64
+	for q, n := range c.QueueRedirected {
+		if q < 4 && n < 1000 || q >= 4 && n != 0 {
+			t.Fatalf("queue %d redirected %d: %+v", q, n, c.QueueRedirected[:8])
+		}
+		sum += n
+	}
+	if sum != c.Redirected {
+		t.Fatalf("per-queue redirects add up to %d, not %d", sum, c.Redirected)
+	}
+	if text := mustSF(t, p.B, "stats", "eth0"); !strings.Contains(text, "\tqueue[3]_redirected") {
+		t.Fatalf("stats:\n%s", text)
+	}
 }

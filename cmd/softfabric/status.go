@@ -53,6 +53,9 @@ type Status struct {
 	QPs       int           `json:"qps"`
 	GIDs      []string      `json:"gids"`
 	Counters  *bpf.Counters `json:"counters,omitempty"`
+	// Sockets are the owner's AF_XDP sockets, one per queue it serves,
+	// as it recorded them (ctrl.Sockets).
+	Sockets []ctrl.SocketInfo `json:"sockets,omitempty"`
 }
 
 func deviceStatus(iface string) (*Status, error) {
@@ -87,6 +90,9 @@ func deviceStatus(iface string) (*Status, error) {
 	if pid := ownerPID(runDir); pid != 0 {
 		s.Owner = pid
 		s.Contexts = 1
+		if rec, err := ctrl.LoadSockets(runDir); err == nil && rec.PID == pid {
+			s.Sockets = rec.Queues
+		}
 	}
 	if cls, err := bpf.Open(st.PinDir); err == nil {
 		defer cls.Close()
@@ -194,6 +200,14 @@ func printStatus(w io.Writer, s *Status) {
 	fmt.Fprintf(w, "\txdp:\t\t\t%s, prog id %d%s\n", s.XDP, s.XDPProgID, map[bool]string{true: ", multi-buffer", false: ""}[s.Frags])
 	fmt.Fprintf(w, "\tqueues:\t\t\t%s\n", queuesLine(s))
 	fmt.Fprintf(w, "\tcontexts:\t\t%d (owner %s)\n", s.Contexts, owner)
+	for _, k := range s.Sockets {
+		tx := "copied into the UMEM"
+		if k.InPlace {
+			tx = "built in place in the UMEM"
+		}
+		fmt.Fprintf(w, "\tsocket:\t\t\tqueue %d, AF_XDP %s, transmit frames %s (rings rx/tx/fill/completion %d/%d/%d/%d, UMEM %d × %d B%s)\n",
+			k.Queue, k.Mode, tx, k.RxRing, k.TxRing, k.FillRing, k.CompRing, k.Frames, k.FrameSize, map[bool]string{true: ", multi-buffer", false: ""}[k.MultiBuffer])
+	}
 	fmt.Fprintf(w, "\tqps:\t\t\t%d\n", s.QPs)
 	fmt.Fprintf(w, "\tgids:\n")
 	for _, g := range s.GIDs {
@@ -237,6 +251,11 @@ func printCounters(w io.Writer, c *bpf.Counters, indent string) {
 	for i, h := range c.RuleHits {
 		if h != 0 {
 			fmt.Fprintf(w, "%s\trule[%d]_hits%-10s %d\n", indent, i, "", h)
+		}
+	}
+	for q, n := range c.QueueRedirected {
+		if n != 0 {
+			fmt.Fprintf(w, "%s\t%-22s %d\n", indent, fmt.Sprintf("queue[%d]_redirected", q), n)
 		}
 	}
 }

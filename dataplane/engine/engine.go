@@ -135,6 +135,10 @@ func (n *Node) Detach(q QP) {
 // Stats returns the counters.
 func (n *Node) Stats() Stats { return n.stats }
 
+// TxInPlace reports whether the node builds its frames in the link's own
+// transmit buffers (link.TxFramer) rather than copying them there.
+func (n *Node) TxInPlace() bool { return n.tx.InPlace() }
+
 // Poll runs one pass: deliver what other nodes of the group handed over,
 // receive up to a batch of frames and deliver them (or hand them to the
 // node that owns their queue pair), then transmit what every queue pair

@@ -404,6 +404,9 @@ func (s *Socket) bind() error {
 	return err // already "bind: ..." from the socket package
 }
 
+// Config is the socket's configuration, with the defaults filled in.
+func (s *Socket) Config() Config { return s.cfg }
+
 // FD is the socket's file descriptor, to be stored in an XSKMAP.
 func (s *Socket) FD() int { return s.fd }
 
