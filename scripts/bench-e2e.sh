@@ -22,12 +22,9 @@ mkdir -p /run/softfabric/bpf
 mountpoint -q /run/softfabric/bpf || mount -t bpf bpf /run/softfabric/bpf
 ip netns add $a
 ip netns add $b
-ip link add sfb0 numtxqueues 2 numrxqueues 2 type veth peer name sfb1 numtxqueues 2 numrxqueues 2
-ip link set sfb0 netns $a
-ip link set sfb1 netns $b
-ip -n $a link set sfb0 name eth0
-ip -n $b link set sfb1 name eth0
-for ns in $a $b; do ip -n $ns link set lo up; ip -n $ns link set eth0 up; done
+# A veth made as users make it: the kernel's default queues (one active).
+ip link add name eth0 netns $a type veth peer name eth0 netns $b
+for ns in $a $b; do ip -n $ns link set dev lo up; ip -n $ns link set dev eth0 up; done
 ip -n $a addr add 198.18.0.1/24 dev eth0
 ip -n $b addr add 198.18.0.2/24 dev eth0
 ip netns exec $a "$bin" up eth0 --mode "$mode" >/dev/null
@@ -59,7 +56,7 @@ run write --size 64 --lat --iters 20000
 	echo "## softfabric perf between namespaces ($(date -u +%Y-%m-%d), XDP $xdp)"
 	echo
 	echo "Machine: $(nproc) vCPU, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), Linux $(uname -r)."
-	echo "Command: \`make bench-e2e\` (scripts/bench-e2e.sh): two namespaces on a veth pair with 2 queues, MTU 1500"
+	echo "Command: \`make bench-e2e\` (scripts/bench-e2e.sh): two namespaces on a veth made as users make it (one active queue), MTU 1500"
 	echo "(path MTU 1024), \`softfabric perf OP ... --compare\`: the RDMA run, then raw AF_XDP and a UDP socket over the"
 	echo "same veth at the same size, in the same run. Bandwidth baselines are timed at the receiver; latency is the"
 	echo "round trip of one operation in flight (RC: request and its ACK or response; baselines: an echo)."

@@ -27,17 +27,13 @@ step() { printf '\n== %s\n' "$*"; }
 mkdir -p /run/softfabric/bpf
 mountpoint -q /run/softfabric/bpf || mount -t bpf bpf /run/softfabric/bpf
 
-step "two hosts: namespaces $a and $b, veth with 2 queues each"
+step "two hosts: namespaces $a and $b, a veth made as users make it (the kernel's default queues)"
 ip netns add $a
 ip netns add $b
-ip link add sfdemo0 numtxqueues 2 numrxqueues 2 type veth peer name sfdemo1 numtxqueues 2 numrxqueues 2
-ip link set sfdemo0 netns $a
-ip link set sfdemo1 netns $b
+ip link add name eth0 netns $a type veth peer name eth0 netns $b
 for ns in $a $b; do
-	dev=$(ip -n $ns -o link show | awk -F': ' '/sfdemo/ {print $2}' | cut -d@ -f1)
-	ip -n $ns link set "$dev" name eth0
-	ip -n $ns link set lo up
-	ip -n $ns link set eth0 up
+	ip -n $ns link set dev lo up
+	ip -n $ns link set dev eth0 up
 done
 ip -n $a addr add 198.18.0.1/24 dev eth0
 ip -n $b addr add 198.18.0.2/24 dev eth0
