@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/softfabric/softfabric/internal/cpulist"
 	"github.com/softfabric/softfabric/internal/netnstest"
 )
 
@@ -149,28 +149,15 @@ func defaultVeth(t *testing.T) *netnstest.Host {
 	return netnstest.NewPair(t, netnstest.Options{}).A
 }
 
-// possibleCPUs counts /sys/devices/system/cpu/possible ("0-1", "0,2-3"):
-// the queues a default veth allocates.
+// possibleCPUs counts /sys/devices/system/cpu/possible: a default veth
+// allocates a queue per possible CPU.
 func possibleCPUs(t *testing.T) int {
-	b, err := os.ReadFile("/sys/devices/system/cpu/possible")
+	t.Helper()
+	cpus, err := cpulist.Possible()
 	if err != nil {
-		t.Logf("%v: counting runtime.NumCPU", err)
-		return runtime.NumCPU()
+		t.Fatal(err)
 	}
-	n := 0
-	for r := range strings.SplitSeq(strings.TrimSpace(string(b)), ",") {
-		lo, hi, ok := strings.Cut(r, "-")
-		if !ok {
-			hi = lo
-		}
-		l, err1 := strconv.Atoi(lo)
-		h, err2 := strconv.Atoi(hi)
-		if err1 != nil || err2 != nil {
-			t.Fatalf("/sys/devices/system/cpu/possible: %q", b)
-		}
-		n += h - l + 1
-	}
-	return n
+	return len(cpus)
 }
 
 func lookupIn(t *testing.T, h *netnstest.Host, iface string) *Device {

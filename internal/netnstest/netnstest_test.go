@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +17,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/softfabric/softfabric/internal/cpulist"
 )
 
 // link returns iface in h as netlink reports it.
@@ -45,27 +46,15 @@ func checkQueues(t *testing.T, h *Host, iface string, allocated, active int) {
 	}
 }
 
-// possibleCPUs counts /sys/devices/system/cpu/possible ("0-1", "0,2-3").
+// possibleCPUs counts /sys/devices/system/cpu/possible: a default veth
+// allocates a queue per possible CPU.
 func possibleCPUs(t *testing.T) int {
 	t.Helper()
-	b, err := os.ReadFile("/sys/devices/system/cpu/possible")
+	cpus, err := cpulist.Possible()
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
-	for r := range strings.SplitSeq(strings.TrimSpace(string(b)), ",") {
-		lo, hi, ok := strings.Cut(r, "-")
-		if !ok {
-			hi = lo
-		}
-		l, err1 := strconv.Atoi(lo)
-		h, err2 := strconv.Atoi(hi)
-		if err1 != nil || err2 != nil {
-			t.Fatalf("/sys/devices/system/cpu/possible: %q", b)
-		}
-		n += h - l + 1
-	}
-	return n
+	return len(cpus)
 }
 
 // tcp sends "hello" from a to b over TCP.
