@@ -58,10 +58,12 @@ type prodRing struct {
 	ring
 	cachedProd uint32 // our next slot; published by submit
 	cachedCons uint32 // kernel consumer + size, as last read
+	published  uint32 // cachedProd at the last submit
 }
 
 func (r *prodRing) init() {
 	r.cachedProd = r.producer.Load()
+	r.published = r.cachedProd
 	r.cachedCons = r.consumer.Load() + r.size
 }
 
@@ -79,7 +81,15 @@ func (r *prodRing) free(n uint32) uint32 {
 }
 
 // submit publishes every slot written since the last submit.
-func (r *prodRing) submit() { r.producer.Store(r.cachedProd) }
+// submit publishes the reserved entries; with none since the last submit
+// it writes nothing, so that an idle poll loop does not store to the cache
+// line the kernel reads.
+func (r *prodRing) submit() {
+	if r.cachedProd != r.published {
+		r.producer.Store(r.cachedProd)
+		r.published = r.cachedProd
+	}
+}
 
 // pending is how many published or reserved entries the kernel has not
 // consumed yet.
