@@ -31,6 +31,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/softfabric/softfabric/dataplane/engine"
@@ -80,6 +81,7 @@ type Device struct {
 	group    *engine.Group
 	mrs      *mr.Table
 	epoch    time.Time
+	qpMu     sync.Mutex // guards qps: workers create queue pairs concurrently
 	qps      map[uint32]engine.QP
 	closers  []func() error
 	sleepers []*sleeper
@@ -169,6 +171,14 @@ func (d *Device) Now() int64 { return int64(time.Since(d.epoch)) }
 // receive, execute, transmit. It reports whether anything happened.
 func (d *Device) Progress() (bool, error) { return d.group.Poll(d.Now()) }
 
+// SetWaiting tells worker w where to look, before it sleeps, for work
+// that other goroutines publish to it outside its queue pairs (see
+// engine.Node.SetWaiting); they call Wake after publishing.
+func (d *Device) SetWaiting(w int, f func() bool) { d.group.Node(w).SetWaiting(f) }
+
+// Wake wakes worker w if it sleeps.
+func (d *Device) Wake(w int) { d.group.Node(w).Wake() }
+
 // ProgressWorker runs one pass of worker w on the calling goroutine.
 func (d *Device) ProgressWorker(w int) (bool, error) { return d.group.Node(w).Poll(d.Now()) }
 
@@ -211,9 +221,19 @@ func (d *Device) RunWorkers(ctx context.Context, hooks []func() (bool, error)) e
 	return d.group.RunEach(ctx, d.Now, hooks, pin)
 }
 
+// OnClose adds f to what Close releases (after the queue pairs, in
+// reverse order of adding).
+func (d *Device) OnClose(f func() error) { d.closers = append(d.closers, f) }
+
 // Close destroys the queue pairs and releases what Open took.
 func (d *Device) Close() error {
+	d.qpMu.Lock()
+	qps := make(map[uint32]engine.QP, len(d.qps))
 	for n, q := range d.qps {
+		qps[n] = q
+	}
+	d.qpMu.Unlock()
+	for n, q := range qps {
 		if q == nil {
 			d.ReleaseQPN(n)
 		} else {
@@ -234,13 +254,39 @@ func (d *Device) Close() error {
 // allocQPN picks an unused queue pair number: random, so that a restarted
 // process does not reuse its predecessor's numbers while old packets are
 // still in flight.
-func (d *Device) allocQPN() uint32 {
+// The number is taken (reserved in qps) until attach or release.
+func (d *Device) allocQPN(want uint32) (uint32, error) {
+	d.qpMu.Lock()
+	defer d.qpMu.Unlock()
+	if want != 0 {
+		if want < 2 || want >= engine.MaxQPN {
+			return 0, fmt.Errorf("device: QPN %d: %w", want, ErrQPNRange)
+		}
+		if _, used := d.qps[want]; used {
+			return 0, fmt.Errorf("device: QPN %d: %w", want, ErrQPNInUse)
+		}
+		d.qps[want] = nil
+		return want, nil
+	}
 	for {
 		n := 2 + rand.Uint32N(engine.MaxQPN-2)
 		if _, used := d.qps[n]; !used {
-			return n
+			d.qps[n] = nil
+			return n, nil
 		}
 	}
+}
+
+// Errors of a requested queue pair number (QPConfig.QPN).
+var (
+	ErrQPNInUse = errors.New("queue pair number in use")
+	ErrQPNRange = errors.New("queue pair number out of range")
+)
+
+func (d *Device) forgetQPN(n uint32) {
+	d.qpMu.Lock()
+	delete(d.qps, n)
+	d.qpMu.Unlock()
 }
 
 func (d *Device) attach(q engine.QP, worker int) error {
@@ -258,16 +304,22 @@ func (d *Device) attach(q engine.QP, worker int) error {
 		}
 		return err
 	}
+	d.qpMu.Lock()
 	d.qps[q.QPN()] = q
+	d.qpMu.Unlock()
 	return nil
 }
 
-// Destroy removes a queue pair from the device.
+// Destroy removes a queue pair from the device. Call it while no worker
+// runs or from the hook of the worker that owns q.
 func (d *Device) Destroy(q engine.QP) {
-	if _, ok := d.qps[q.QPN()]; !ok {
+	d.qpMu.Lock()
+	if cur, ok := d.qps[q.QPN()]; !ok || cur != q {
+		d.qpMu.Unlock()
 		return
 	}
 	delete(d.qps, q.QPN())
+	d.qpMu.Unlock()
 	d.group.Detach(q)
 	if d.opts.Registrar != nil {
 		_ = d.opts.Registrar.DeleteQP(q.QPN())
@@ -282,19 +334,27 @@ type QPConfig struct {
 	// Worker is the worker that owns the queue pair (default 0): it
 	// transmits on that worker's queue and is driven by its goroutine.
 	Worker int
+	// QPN asks for this queue pair number (0: a random free one), for an
+	// endpoint at a well-known number.
+	QPN uint32
 }
 
 // NewRC creates a reliable connected queue pair in the INIT state.
 func (d *Device) NewRC(c QPConfig, access mr.Access) (*rc.QP, error) {
-	q, err := rc.New(rc.Config{QPN: d.allocQPN(), MRs: d.mrs, SendCQ: c.SendCQ, RecvCQ: c.RecvCQ, RQ: c.RQ, SQDepth: c.SQDepth})
+	qpn, err := d.allocQPN(c.QPN)
 	if err != nil {
 		return nil, err
 	}
-	a := verbs.QPAttr{State: verbs.StateInit, Access: access, PKey: wire.DefaultPKey}
-	if err := q.Modify(&a, verbs.AttrState|verbs.AttrAccess|verbs.AttrPKey); err != nil {
-		return nil, err
+	q, err := rc.New(rc.Config{QPN: qpn, MRs: d.mrs, SendCQ: c.SendCQ, RecvCQ: c.RecvCQ, RQ: c.RQ, SQDepth: c.SQDepth})
+	if err == nil {
+		a := verbs.QPAttr{State: verbs.StateInit, Access: access, PKey: wire.DefaultPKey}
+		err = q.Modify(&a, verbs.AttrState|verbs.AttrAccess|verbs.AttrPKey)
 	}
-	if err := d.attach(q, c.Worker); err != nil {
+	if err == nil {
+		err = d.attach(q, c.Worker)
+	}
+	if err != nil {
+		d.forgetQPN(qpn)
 		return nil, err
 	}
 	return q, nil
@@ -302,7 +362,20 @@ func (d *Device) NewRC(c QPConfig, access mr.Access) (*rc.QP, error) {
 
 // NewUD creates an unreliable datagram queue pair in RTS.
 func (d *Device) NewUD(c QPConfig, qkey uint32) (*ud.QP, error) {
-	q, err := ud.New(ud.Config{QPN: d.allocQPN(), MRs: d.mrs, SendCQ: c.SendCQ, RecvCQ: c.RecvCQ, RQ: c.RQ, SQDepth: c.SQDepth})
+	qpn, err := d.allocQPN(c.QPN)
+	if err != nil {
+		return nil, err
+	}
+	q, err := d.newUD(qpn, c, qkey)
+	if err != nil {
+		d.forgetQPN(qpn)
+		return nil, err
+	}
+	return q, nil
+}
+
+func (d *Device) newUD(qpn uint32, c QPConfig, qkey uint32) (*ud.QP, error) {
+	q, err := ud.New(ud.Config{QPN: qpn, MRs: d.mrs, SendCQ: c.SendCQ, RecvCQ: c.RecvCQ, RQ: c.RQ, SQDepth: c.SQDepth})
 	if err != nil {
 		return nil, err
 	}
@@ -423,20 +496,28 @@ func (d *Device) Links() []link.Link { return d.links }
 // to this device, without a queue pair behind it: raw-frame tools use it
 // as a sink. Release with ReleaseQPN.
 func (d *Device) ReserveQPN() (uint32, error) {
-	n := d.allocQPN()
+	n, err := d.allocQPN(0)
+	if err != nil {
+		return 0, err
+	}
 	if d.opts.Registrar != nil {
 		if err := d.opts.Registrar.SetQP(n, 0); err != nil {
+			d.forgetQPN(n)
 			return 0, err
 		}
 	}
-	d.qps[n] = nil
 	return n, nil
 }
 
 // ReleaseQPN gives back a number taken by ReserveQPN.
 func (d *Device) ReleaseQPN(n uint32) {
-	if q, ok := d.qps[n]; ok && q == nil {
+	d.qpMu.Lock()
+	q, ok := d.qps[n]
+	if ok && q == nil {
 		delete(d.qps, n)
+	}
+	d.qpMu.Unlock()
+	if ok && q == nil {
 		if d.opts.Registrar != nil {
 			_ = d.opts.Registrar.DeleteQP(n)
 		}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/softfabric/softfabric/dataplane/engine"
 )
 
 // pollable is a link an idle worker can block on: an AF_XDP socket.
@@ -72,6 +74,13 @@ func (s *sleeper) close() error { return unix.Close(s.efd) }
 // on all of them (for Run), when every link is a pollable socket. Over
 // in-memory links the workers back off with short sleeps instead.
 func (d *Device) setSleepers() {
+	// A link that is its own sleeper (an in-memory switch port) serves
+	// its worker directly.
+	for i, l := range d.links {
+		if s, ok := l.(engine.Sleeper); ok {
+			d.group.Node(i).SetSleeper(s)
+		}
+	}
 	var all []pollable
 	for _, l := range d.links {
 		p, ok := l.(pollable)

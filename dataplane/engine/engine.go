@@ -67,6 +67,9 @@ type Node struct {
 	touched  []bool          // out rings pushed to in this pass
 	sleeper  Sleeper
 	sleeping atomic.Bool // the node is (about to be) blocked in sleeper
+	// waiting, if set, reports work that another goroutine handed the
+	// node outside its link and rings (an application's posts).
+	waiting func() bool
 }
 
 // MaxQPN bounds the queue pair numbers a node accepts.

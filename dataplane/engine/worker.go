@@ -90,7 +90,7 @@ func (n *Node) idle(b *Backoff, now int64) {
 		// a node that publishes after that look sees the flag and wakes
 		// us, one that published before it is seen by the look.
 		n.sleeping.Store(true)
-		if !n.handedInWaiting() {
+		if !n.handedInWaiting() && (n.waiting == nil || !n.waiting()) {
 			_ = n.sleeper.Sleep(sleepTimeout(now, n.NextDeadline()))
 		}
 		n.sleeping.Store(false)
@@ -117,6 +117,20 @@ func sleepTimeout(now, deadline int64) time.Duration {
 
 // SetSleeper installs where the node blocks when idle (see Sleeper).
 func (n *Node) SetSleeper(s Sleeper) { n.sleeper = s }
+
+// SetWaiting installs f, which the node consults after announcing that it
+// is about to sleep: work that f reports keeps it awake. Whoever creates
+// such work publishes it first and then calls Wake, so that a node either
+// sees the work or is woken.
+func (n *Node) SetWaiting(f func() bool) { n.waiting = f }
+
+// Wake makes the node return from a sleep in its Sleeper, if it is in one
+// or about to enter one. It costs an atomic load when the node is awake.
+func (n *Node) Wake() {
+	if n.sleeper != nil && n.sleeping.Load() {
+		n.sleeper.Wake()
+	}
+}
 
 // Run drives the node on the calling goroutine, locked to its OS thread,
 // until ctx ends or hook fails: each pass polls the node, then calls hook

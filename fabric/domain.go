@@ -1,0 +1,243 @@
+package fabric
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/softfabric/softfabric/device"
+)
+
+// Domain is one softfabric device opened by this process: its queues and
+// workers, memory regions, and the endpoints, completion queues, counters
+// and address vectors made on it.
+type Domain struct {
+	fab     *Fabric
+	info    Info
+	dev     *device.Device
+	refs    refs
+	safe    bool
+	manual  bool
+	workers []*worker
+	next    atomic.Uint32
+
+	// epMu guards the workers' endpoint lists (copy on write) and
+	// serialises endpoint creation.
+	epMu sync.Mutex
+
+	// progMu serialises manual progress (TryLock: a goroutine that finds
+	// it taken leaves progress to the holder) and control work.
+	progMu sync.Mutex
+
+	cancel  context.CancelFunc
+	stopped chan struct{}
+	runErr  error
+}
+
+// worker is the fabric's side of a device worker: the endpoints it
+// serves and control work queued for it.
+type worker struct {
+	d   *Domain
+	id  int
+	eps atomic.Pointer[[]*Endpoint]
+
+	ctlMu      sync.Mutex
+	ctl        []ctlReq
+	ctlPending atomic.Bool
+}
+
+type ctlReq struct {
+	f    func() error
+	done chan error
+}
+
+// Domain opens the device of info (from GetInfo) and starts its workers
+// when progress is automatic.
+func (f *Fabric) Domain(info *Info) (*Domain, error) {
+	if info == nil {
+		return nil, fmt.Errorf("%w: no info", ErrInvalid)
+	}
+	if info.Provider != f.provider {
+		return nil, fmt.Errorf("%w: info of provider %q on a %q fabric", ErrInvalid, info.Provider, f.provider)
+	}
+	if err := f.refs.add(); err != nil {
+		return nil, err
+	}
+	dev, err := openDevice(info)
+	if err != nil {
+		f.refs.done()
+		return nil, fmt.Errorf("opening domain %s: %w", info.Domain.Name, err)
+	}
+	d := &Domain{fab: f, info: *info, dev: dev, safe: info.Domain.Threading != ThreadDomain,
+		manual: info.Domain.Progress == ProgressManual, stopped: make(chan struct{})}
+	if d.info.Domain.Threading == ThreadUnspec {
+		d.info.Domain.Threading = ThreadSafe
+	}
+	if d.info.Domain.Progress == ProgressUnspec {
+		d.info.Domain.Progress = ProgressAuto
+	}
+	d.info.Domain.Queues = dev.Workers()
+	for i := 0; i < dev.Workers(); i++ {
+		w := &worker{d: d, id: i}
+		w.eps.Store(&[]*Endpoint{})
+		d.workers = append(d.workers, w)
+		dev.SetWaiting(i, w.waiting)
+	}
+	if !d.manual {
+		ctx, cancel := context.WithCancel(context.Background())
+		d.cancel = cancel
+		hooks := make([]func() (bool, error), len(d.workers))
+		for i, w := range d.workers {
+			hooks[i] = w.pass
+		}
+		go func() {
+			d.runErr = dev.RunWorkers(ctx, hooks)
+			close(d.stopped)
+		}()
+	}
+	return d, nil
+}
+
+// Info is the domain's offer, with the queues it serves.
+func (d *Domain) Info() Info { return d.info }
+
+// Name is the device's name.
+func (d *Domain) Name() string { return d.info.Domain.Name }
+
+// Progress drives the transport once on the calling goroutine, with
+// manual progress (reading a CQ does it too). It reports whether anything
+// happened. With automatic progress it does nothing.
+func (d *Domain) Progress() bool {
+	if !d.manual || !d.progMu.TryLock() {
+		return false
+	}
+	defer d.progMu.Unlock()
+	return d.progressLocked()
+}
+
+func (d *Domain) progressLocked() bool {
+	did := false
+	for _, w := range d.workers {
+		if ok, _ := d.dev.ProgressWorker(w.id); ok {
+			did = true
+		}
+		if ok, _ := w.pass(); ok {
+			did = true
+		}
+	}
+	return did
+}
+
+// Close stops the workers and closes the device. It fails with ErrBusy
+// while endpoints, CQs, counters, AVs or memory regions are open.
+func (d *Domain) Close() error {
+	first, err := d.refs.closing()
+	if !first {
+		return err
+	}
+	if d.cancel != nil {
+		d.cancel()
+		<-d.stopped
+	}
+	d.fab.refs.done()
+	return d.dev.Close()
+}
+
+// exec runs f where worker w's queue pairs may be touched: on w's
+// goroutine with automatic progress, under the progress lock with manual.
+func (d *Domain) exec(w *worker, f func() error) error {
+	if d.manual {
+		d.progMu.Lock()
+		defer d.progMu.Unlock()
+		return f()
+	}
+	r := ctlReq{f: f, done: make(chan error, 1)}
+	w.ctlMu.Lock()
+	w.ctl = append(w.ctl, r)
+	w.ctlPending.Store(true)
+	w.ctlMu.Unlock()
+	d.dev.Wake(w.id)
+	select {
+	case err := <-r.done:
+		return err
+	case <-d.stopped:
+		if d.runErr != nil && !errors.Is(d.runErr, context.Canceled) {
+			return fmt.Errorf("%w: the device stopped: %w", ErrClosed, d.runErr)
+		}
+		return ErrClosed
+	}
+}
+
+// pickWorker spreads endpoints over the workers.
+func (d *Domain) pickWorker() *worker {
+	return d.workers[int(d.next.Add(1)-1)%len(d.workers)]
+}
+
+// addEP and removeEP change a worker's endpoint list; removeEP runs on the
+// worker (exec), so the worker never serves an endpoint being torn down.
+func (w *worker) addEP(ep *Endpoint) {
+	w.d.epMu.Lock()
+	defer w.d.epMu.Unlock()
+	old := *w.eps.Load()
+	eps := append(append(make([]*Endpoint, 0, len(old)+1), old...), ep)
+	w.eps.Store(&eps)
+}
+
+func (w *worker) removeEP(ep *Endpoint) {
+	w.d.epMu.Lock()
+	defer w.d.epMu.Unlock()
+	old := *w.eps.Load()
+	eps := make([]*Endpoint, 0, len(old))
+	for _, e := range old {
+		if e != ep {
+			eps = append(eps, e)
+		}
+	}
+	w.eps.Store(&eps)
+}
+
+// pass is the worker's hook between engine passes: control work, then
+// each endpoint's posts and completions.
+func (w *worker) pass() (bool, error) {
+	did := false
+	if w.ctlPending.Load() {
+		w.ctlMu.Lock()
+		reqs := w.ctl
+		w.ctl = nil
+		w.ctlPending.Store(false)
+		w.ctlMu.Unlock()
+		for _, r := range reqs {
+			r.done <- r.f()
+		}
+		did = true
+	}
+	for _, ep := range *w.eps.Load() {
+		if ep.service() {
+			did = true
+		}
+	}
+	return did, nil
+}
+
+// waiting reports work posted to the worker by other goroutines: the
+// worker does not sleep while there is some.
+func (w *worker) waiting() bool {
+	if w.ctlPending.Load() {
+		return true
+	}
+	for _, ep := range *w.eps.Load() {
+		if ep.posted() {
+			return true
+		}
+	}
+	return false
+}
+
+// kick wakes the worker after something was posted to it.
+func (w *worker) kick() {
+	if !w.d.manual {
+		w.d.dev.Wake(w.id)
+	}
+}

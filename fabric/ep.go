@@ -1,0 +1,413 @@
+package fabric
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+
+	"github.com/softfabric/softfabric/dataplane/engine"
+	"github.com/softfabric/softfabric/dataplane/mr"
+	"github.com/softfabric/softfabric/dataplane/psn"
+	"github.com/softfabric/softfabric/dataplane/rc"
+	"github.com/softfabric/softfabric/dataplane/ud"
+	"github.com/softfabric/softfabric/dataplane/verbs"
+	"github.com/softfabric/softfabric/device"
+	"github.com/softfabric/softfabric/fabric/internal/cm"
+)
+
+// Endpoint states.
+const (
+	epCreated int32 = iota
+	epEnabled
+	epConnected
+	epShutdown
+	epClosed
+)
+
+// dgramQKey is the Q_Key of DGRAM endpoints (RDMA-CM's RDMA_UDP_QKEY).
+const dgramQKey = 0x01234567
+
+// Endpoint is a communication endpoint: MSG (connected, on an RC queue
+// pair), DGRAM (on a UD queue pair) or RDM (reliable, unconnected: RC
+// connections to each peer made on first use). Open it with
+// Domain.Endpoint, Bind its CQs (and AV, counters, EQ), Enable it, then
+// post operations; each completes on the bound CQ with the uint64
+// context it was posted with.
+//
+// A buffer passed to a post belongs to the provider until the operation
+// completes, except with Inject, which copies it.
+type Endpoint struct {
+	d    *Domain
+	w    *worker
+	info Info
+	typ  EPType
+	safe bool
+
+	txMu, rxMu sync.Mutex
+	state      atomic.Int32
+
+	txCQ, rxCQ           *CQ
+	selTx, selRx         bool
+	cntSend, cntRecv     *Counter
+	cntRead, cntWrite    *Counter
+	cntRRead, cntRWrite  *Counter
+	av                   *AV
+	eq                   *EQ
+	tx                   opRing[txOp]
+	rx                   opRing[rxOp]
+	injectMR, scratchMR  *mr.Region
+	injectBuf            []byte
+	completionLevelFlags Flags
+
+	// Owned by the worker once enabled.
+	qp    engine.QP
+	rcqp  *rc.QP
+	udqp  *ud.QP
+	vsq   *verbs.CQ
+	vrq   *verbs.CQ
+	swr   verbs.SendWR
+	rwr   verbs.RecvWR
+	sgl   [MaxIOV + 1]mr.SGE
+	vc    [32]verbs.Completion
+	comp  Completion
+	ahs   []ahEntry
+	psn   uint32
+	conn  *cm.Conn
+	rdm   *rdmState
+	bound []interface{ release() }
+}
+
+// opRing is a ring of posted operations: the application (under the
+// endpoint's lock with ThreadSafe) fills slots and publishes them; the
+// worker submits them to the queue pair and retires them in order as
+// their completions arrive.
+type opRing[T any] struct {
+	ops       []T
+	mask      uint64
+	posted    atomic.Uint64
+	submitted uint64 // worker
+	done      atomic.Uint64
+}
+
+func (r *opRing[T]) init(n int) {
+	size := 1
+	for size < n {
+		size <<= 1
+	}
+	r.ops = make([]T, size)
+	r.mask = uint64(size - 1)
+}
+
+// slot returns the next free slot and its sequence number, or false when
+// the ring is full.
+func (r *opRing[T]) slot() (*T, uint64, bool) {
+	p := r.posted.Load()
+	if p-r.done.Load() >= uint64(len(r.ops)) {
+		return nil, 0, false
+	}
+	return &r.ops[p&r.mask], p, true
+}
+
+func (r *opRing[T]) waiting() bool { return r.submitted != r.posted.Load() }
+
+// txOp is a posted transmit operation.
+type txOp struct {
+	ctx    uint64
+	op     verbs.Opcode
+	sgl    [MaxIOV]mr.SGE
+	nsge   uint8
+	report bool
+	flags  Flags
+	cntr   *Counter
+	dest   Addr
+	raddr  uint64
+	rkey   uint32
+	imm    uint32
+	cmp    uint64
+	swap   uint64
+	// RDM: the protocol header and software atomic facts.
+	rdm rdmTx
+}
+
+// rxOp is a posted receive.
+type rxOp struct {
+	ctx    uint64
+	sgl    [MaxIOV]mr.SGE
+	nsge   uint8
+	buf    []byte
+	src    Addr
+	tag    uint64
+	ignore uint64
+	flags  Flags
+}
+
+type ahEntry struct {
+	gen uint32
+	ah  *verbs.AddressHandle
+}
+
+// Endpoint opens an endpoint of the type info names (info from GetInfo,
+// or from an EventConnReq to accept a connection).
+func (d *Domain) Endpoint(info *Info) (*Endpoint, error) {
+	if info == nil || info.EP.Type == EPUnspec {
+		return nil, fmt.Errorf("opening an endpoint: %w: no endpoint type", ErrInvalid)
+	}
+	if info.TX.Size <= 0 || info.RX.Size <= 0 || info.TX.Size > maxQueueSize || info.RX.Size > maxQueueSize {
+		return nil, fmt.Errorf("opening an endpoint: %w: queue sizes %d/%d", ErrInvalid, info.TX.Size, info.RX.Size)
+	}
+	if err := d.refs.add(); err != nil {
+		return nil, err
+	}
+	ep := &Endpoint{d: d, w: d.pickWorker(), info: *info, typ: info.EP.Type, safe: d.safe}
+	ep.tx.init(info.TX.Size)
+	ep.rx.init(info.RX.Size)
+	ep.completionLevelFlags = info.TX.Flags & (FlagTransmitComplete | FlagDeliveryComplete)
+	ep.injectBuf = make([]byte, len(ep.tx.ops)*InjectSize+ud.GRHSize)
+	r, err := d.dev.MRs().Register(ep.injectBuf, mr.LocalWrite)
+	if err != nil {
+		d.refs.done()
+		return nil, fmt.Errorf("opening an endpoint: %w", err)
+	}
+	ep.injectMR = r
+	return ep, nil
+}
+
+// Type is the endpoint's type.
+func (ep *Endpoint) Type() EPType { return ep.typ }
+
+// Info is the endpoint's offer.
+func (ep *Endpoint) Info() Info { return ep.info }
+
+// Bind attaches a CQ (flags FlagSend, FlagRecv, both when neither, and
+// FlagSelectiveCompletion), a Counter (FlagSend, FlagRecv, FlagRead,
+// FlagWrite, FlagRemoteRead, FlagRemoteWrite), an AV or an EQ. Bind before
+// Enable.
+func (ep *Endpoint) Bind(obj any, flags Flags) error {
+	if ep.state.Load() != epCreated {
+		return fmt.Errorf("binding: %w: the endpoint is enabled or closed", ErrInvalid)
+	}
+	switch o := obj.(type) {
+	case *CQ:
+		if o.d != ep.d {
+			return fmt.Errorf("binding a CQ: %w: another domain's", ErrInvalid)
+		}
+		if flags&(FlagSend|FlagRecv) == 0 {
+			flags |= FlagSend | FlagRecv
+		}
+		if flags&FlagSend != 0 && ep.txCQ != nil || flags&FlagRecv != 0 && ep.rxCQ != nil {
+			return fmt.Errorf("binding a CQ: %w: a CQ is bound already", ErrInvalid)
+		}
+		if err := o.refs.add(); err != nil {
+			return err
+		}
+		ep.bound = append(ep.bound, &o.refs)
+		if flags&FlagSend != 0 {
+			ep.txCQ, ep.selTx = o, flags&FlagSelectiveCompletion != 0
+		}
+		if flags&FlagRecv != 0 {
+			ep.rxCQ, ep.selRx = o, flags&FlagSelectiveCompletion != 0
+		}
+	case *Counter:
+		if o.d != ep.d {
+			return fmt.Errorf("binding a counter: %w: another domain's", ErrInvalid)
+		}
+		if flags&(FlagSend|FlagRecv|FlagRead|FlagWrite|FlagRemoteRead|FlagRemoteWrite) == 0 {
+			return fmt.Errorf("binding a counter: %w: no event flags", ErrInvalid)
+		}
+		if err := o.refs.add(); err != nil {
+			return err
+		}
+		ep.bound = append(ep.bound, &o.refs)
+		for f, p := range map[Flags]**Counter{FlagSend: &ep.cntSend, FlagRecv: &ep.cntRecv, FlagRead: &ep.cntRead,
+			FlagWrite: &ep.cntWrite, FlagRemoteRead: &ep.cntRRead, FlagRemoteWrite: &ep.cntRWrite} {
+			if flags&f != 0 {
+				*p = o
+			}
+		}
+	case *AV:
+		if o.d != ep.d {
+			return fmt.Errorf("binding an AV: %w: another domain's", ErrInvalid)
+		}
+		if ep.av != nil {
+			return fmt.Errorf("binding an AV: %w: one is bound already", ErrInvalid)
+		}
+		if err := o.refs.add(); err != nil {
+			return err
+		}
+		ep.bound = append(ep.bound, &o.refs)
+		ep.av = o
+	case *EQ:
+		if ep.eq != nil {
+			return fmt.Errorf("binding an EQ: %w: one is bound already", ErrInvalid)
+		}
+		if err := o.refs.add(); err != nil {
+			return err
+		}
+		ep.bound = append(ep.bound, &o.refs)
+		ep.eq = o
+	default:
+		return fmt.Errorf("binding %T: %w", obj, ErrInvalid)
+	}
+	return nil
+}
+
+func (r *refs) release() { r.done() }
+
+// Enable makes the endpoint ready: its queue pair is created, receives can
+// be posted, and (DGRAM, RDM) sends too.
+func (ep *Endpoint) Enable() error {
+	if ep.state.Load() != epCreated {
+		return fmt.Errorf("enabling: %w: already enabled or closed", ErrInvalid)
+	}
+	caps := ep.info.Caps
+	if caps&(CapSend|CapRead|CapWrite) != 0 && ep.txCQ == nil && ep.cntSend == nil && ep.cntWrite == nil && ep.cntRead == nil {
+		return fmt.Errorf("enabling: %w: no CQ or counter bound for transmit", ErrInvalid)
+	}
+	if caps&CapRecv != 0 && ep.rxCQ == nil && ep.cntRecv == nil {
+		return fmt.Errorf("enabling: %w: no CQ or counter bound for receive", ErrInvalid)
+	}
+	if ep.typ != EPMsg && ep.av == nil {
+		return fmt.Errorf("enabling: %w: %v endpoints need an AV", ErrInvalid, ep.typ)
+	}
+	ep.vsq = verbs.NewCQ(len(ep.tx.ops) + 1)
+	ep.vrq = verbs.NewCQ(len(ep.rx.ops) + 1)
+	err := ep.d.exec(ep.w, func() error {
+		var err error
+		switch ep.typ {
+		case EPMsg:
+			ep.rcqp, err = ep.d.dev.NewRC(device.QPConfig{SendCQ: ep.vsq, RecvCQ: ep.vrq, RQ: verbs.NewRecvQueue(len(ep.rx.ops)),
+				SQDepth: len(ep.tx.ops), Worker: ep.w.id}, mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead|mr.RemoteAtomic)
+			ep.qp = ep.rcqp
+			ep.psn = rand.Uint32() & psn.Mask
+		case EPDgram:
+			ep.udqp, err = ep.d.dev.NewUD(device.QPConfig{SendCQ: ep.vsq, RecvCQ: ep.vrq, RQ: verbs.NewRecvQueue(len(ep.rx.ops)),
+				SQDepth: len(ep.tx.ops), Worker: ep.w.id, QPN: uint32(ep.info.Service)}, dgramQKey)
+			ep.qp = ep.udqp
+		case EPRDM:
+			err = ep.rdmEnable()
+		}
+		if err != nil {
+			return err
+		}
+		ep.w.addEP(ep)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("enabling a %v endpoint: %w", ep.typ, qpnErr(err))
+	}
+	ep.state.Store(epEnabled)
+	return nil
+}
+
+// Name is the endpoint's address, for peers' AVs (DGRAM, RDM) .
+func (ep *Endpoint) Name() Address {
+	gid, _ := ep.d.dev.GID(ep.info.Src)
+	var qpn uint32
+	switch {
+	case ep.rdm != nil:
+		qpn = ep.rdm.ud.QPN()
+	case ep.qp != nil:
+		qpn = ep.qp.QPN()
+	}
+	return Address{IP: gid.Unmap(), QPN: qpn}
+}
+
+// posted reports operations the worker has not submitted yet.
+func (ep *Endpoint) posted() bool { return ep.tx.waiting() || ep.rx.waiting() }
+
+// lockTx and lockRx take the endpoint's locks with ThreadSafe.
+func (ep *Endpoint) lockTx() {
+	if ep.safe {
+		ep.txMu.Lock()
+	}
+}
+
+func (ep *Endpoint) unlockTx() {
+	if ep.safe {
+		ep.txMu.Unlock()
+	}
+}
+
+func (ep *Endpoint) lockRx() {
+	if ep.safe {
+		ep.rxMu.Lock()
+	}
+}
+
+func (ep *Endpoint) unlockRx() {
+	if ep.safe {
+		ep.rxMu.Unlock()
+	}
+}
+
+// Close closes the endpoint: the connection ends (MSG), the queue pairs
+// are destroyed, and operations still outstanding complete with
+// ErrCanceled. Closing twice is not an error.
+func (ep *Endpoint) Close() error {
+	st := ep.state.Swap(epClosed)
+	if st == epClosed {
+		return nil
+	}
+	if ep.conn != nil {
+		_ = ep.conn.Disconnect()
+	}
+	var err error
+	if st != epCreated {
+		err = ep.d.exec(ep.w, func() error {
+			ep.w.removeEP(ep)
+			ep.teardown()
+			return nil
+		})
+	}
+	// Wait out posters that saw the endpoint open.
+	ep.lockTx()
+	ep.unlockTx()
+	ep.lockRx()
+	ep.unlockRx()
+	_ = ep.d.dev.MRs().Deregister(ep.injectMR)
+	if ep.scratchMR != nil {
+		_ = ep.d.dev.MRs().Deregister(ep.scratchMR)
+	}
+	for _, b := range ep.bound {
+		b.release()
+	}
+	ep.d.refs.done()
+	return err
+}
+
+// teardown destroys the queue pairs and completes everything outstanding
+// as canceled. It runs on the worker.
+func (ep *Endpoint) teardown() {
+	if ep.rdm != nil {
+		ep.rdmTeardown()
+	}
+	for _, q := range []engine.QP{ep.qp} {
+		if q == nil {
+			continue
+		}
+		switch q := q.(type) {
+		case *rc.QP:
+			a := verbs.QPAttr{State: verbs.StateErr}
+			_ = q.Modify(&a, verbs.AttrState)
+		case *ud.QP:
+			a := verbs.QPAttr{State: verbs.StateErr}
+			_ = q.Modify(&a, verbs.AttrState)
+		}
+		ep.d.dev.Destroy(q)
+	}
+	ep.qp = nil
+	ep.reapTx(true)
+	ep.reapRx(true)
+	// What was posted and never submitted.
+	for ep.tx.submitted != ep.tx.posted.Load() {
+		ep.vsq.Push(&verbs.Completion{WRID: ep.tx.submitted, Status: verbs.WRFlushErr})
+		ep.tx.submitted++
+	}
+	for ep.rx.submitted != ep.rx.posted.Load() {
+		ep.vrq.Push(&verbs.Completion{WRID: ep.rx.submitted, Status: verbs.WRFlushErr, Opcode: verbs.CompRecv})
+		ep.rx.submitted++
+	}
+	ep.reapTx(true)
+	ep.reapRx(true)
+}

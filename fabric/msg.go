@@ -1,0 +1,335 @@
+package fabric
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/softfabric/softfabric/device"
+	"github.com/softfabric/softfabric/fabric/internal/cm"
+)
+
+// MaxCMData is the most private data a connection request, accept or
+// reject carries (RDMA-CM's REQ limit).
+const MaxCMData = cm.MaxPrivateData
+
+// connRequest is a connection request waiting for Accept or Reject.
+type connRequest struct {
+	req  *cm.Request
+	peer qpParams
+}
+
+// qpParams is what the two sides of a connection exchange about their
+// queue pairs: the seam's opaque parameters.
+type qpParams struct {
+	gid [16]byte
+	qpn uint32
+	psn uint32
+}
+
+const qpParamsSize = 24
+
+func (p qpParams) marshal() []byte {
+	b := make([]byte, qpParamsSize)
+	copy(b, p.gid[:])
+	binary.BigEndian.PutUint32(b[16:], p.qpn)
+	binary.BigEndian.PutUint32(b[20:], p.psn)
+	return b
+}
+
+func parseQPParams(b []byte) (qpParams, error) {
+	if len(b) != qpParamsSize {
+		return qpParams{}, fmt.Errorf("%w: %d bytes of connection parameters", ErrInvalid, len(b))
+	}
+	var p qpParams
+	copy(p.gid[:], b)
+	p.qpn = binary.BigEndian.Uint32(b[16:])
+	p.psn = binary.BigEndian.Uint32(b[20:])
+	return p, nil
+}
+
+func (ep *Endpoint) localParams() qpParams {
+	gid, _ := ep.d.dev.GID(ep.info.Src)
+	return qpParams{gid: gid.As16(), qpn: ep.rcqp.QPN(), psn: ep.psn}
+}
+
+// connectQP moves the endpoint's queue pair to RTS towards peer. The
+// path is resolved first, off the worker.
+func (ep *Endpoint) connectQP(ctx context.Context, peer qpParams) error {
+	gid := netip.AddrFrom16(peer.gid)
+	if _, err := ep.d.dev.Path(ctx, gid, ep.rcqp.QPN(), peer.qpn); err != nil {
+		return fmt.Errorf("%w: no path to %v: %w", ErrAddrNotAvail, gid.Unmap(), err)
+	}
+	return ep.d.exec(ep.w, func() error {
+		return ep.d.dev.ConnectRC(ctx, ep.rcqp, ep.psn, device.Remote{QPN: peer.qpn, PSN: peer.psn, GID: gid}, device.ConnectOptions{})
+	})
+}
+
+// Connect connects a MSG endpoint to the passive endpoint at addr (its
+// host's address and service), sending private data (at most MaxCMData
+// bytes). It returns when the connection is up, and posts EventConnected
+// (with the peer's private data) to the bound EQ; a rejection returns an
+// error matching ErrRejected and posts EventRejected.
+func (ep *Endpoint) Connect(ctx context.Context, addr netip.AddrPort, private []byte) error {
+	if ep.typ != EPMsg {
+		return fmt.Errorf("connecting: %w: a %v endpoint", ErrNotSupported, ep.typ)
+	}
+	if ep.state.Load() != epEnabled || ep.info.req != nil {
+		return fmt.Errorf("connecting: %w: enable a fresh endpoint first", ErrInvalid)
+	}
+	if len(private) > MaxCMData {
+		return fmt.Errorf("connecting: %w: %d bytes of private data", ErrInvalid, len(private))
+	}
+	conn, reply, err := cm.Dial(ctx, cmDialAddr(ep.d, addr), ep.localParams().marshal(), private)
+	if errors.Is(err, cm.ErrRejected) {
+		var rj *cm.RejectError
+		errors.As(err, &rj)
+		var data []byte
+		if rj != nil {
+			data = rj.Data
+		}
+		ep.event(ctx, Event{Kind: EventRejected, EP: ep, Data: data, Err: ErrRejected})
+		return fmt.Errorf("connecting to %v: %w", addr, ErrRejected)
+	}
+	if err != nil {
+		return fmt.Errorf("connecting to %v: %w", addr, err)
+	}
+	peer, err := parseQPParams(reply.Params)
+	if err == nil {
+		err = ep.connectQP(ctx, peer)
+	}
+	if err != nil {
+		_ = conn.Disconnect()
+		return fmt.Errorf("connecting to %v: %w", addr, err)
+	}
+	ep.established(conn, reply.PrivateData)
+	return nil
+}
+
+// Accept accepts the connection request the endpoint was opened with
+// (Info from an EventConnReq), replying with private data. It returns
+// when the requester confirmed, and posts EventConnected.
+func (ep *Endpoint) Accept(ctx context.Context, private []byte) error {
+	r := ep.info.req
+	if ep.typ != EPMsg || r == nil {
+		return fmt.Errorf("accepting: %w: the endpoint was not opened from a connection request", ErrInvalid)
+	}
+	if ep.state.Load() != epEnabled {
+		return fmt.Errorf("accepting: %w: enable the endpoint first", ErrInvalid)
+	}
+	if len(private) > MaxCMData {
+		return fmt.Errorf("accepting: %w: %d bytes of private data", ErrInvalid, len(private))
+	}
+	if err := ep.connectQP(ctx, r.peer); err != nil {
+		_ = r.req.Reject(nil)
+		return fmt.Errorf("accepting: %w", err)
+	}
+	conn, err := r.req.Accept(ctx, ep.localParams().marshal(), private)
+	if err != nil {
+		return fmt.Errorf("accepting: %w", err)
+	}
+	ep.established(conn, nil)
+	return nil
+}
+
+// established records an up connection and watches for its end.
+func (ep *Endpoint) established(conn *cm.Conn, private []byte) {
+	ep.conn = conn
+	ep.state.CompareAndSwap(epEnabled, epConnected)
+	ep.w.kick()
+	ep.event(context.Background(), Event{Kind: EventConnected, EP: ep, Data: private})
+	go func() {
+		<-conn.Done()
+		if ep.state.CompareAndSwap(epConnected, epShutdown) {
+			ep.event(context.Background(), Event{Kind: EventShutdown, EP: ep, Err: conn.Err()})
+		}
+	}()
+}
+
+// Shutdown disconnects: the peer gets EventShutdown; posted operations
+// complete (flushed, if the transport had not finished them).
+func (ep *Endpoint) Shutdown() error {
+	if ep.conn == nil {
+		return fmt.Errorf("shutting down: %w", ErrNotConnected)
+	}
+	ep.state.CompareAndSwap(epConnected, epShutdown)
+	return ep.conn.Disconnect()
+}
+
+func (ep *Endpoint) event(ctx context.Context, e Event) {
+	if ep.eq != nil {
+		ep.eq.post(ctx, e)
+	}
+}
+
+// PassiveEndpoint listens for connection requests to MSG endpoints: each
+// arrives on its EQ as an EventConnReq.
+type PassiveEndpoint struct {
+	f      *Fabric
+	info   Info
+	eq     *EQ
+	l      *cm.Listener
+	cancel context.CancelFunc
+	done   chan struct{}
+	refs   refs
+	memKey netip.AddrPort
+}
+
+// PassiveEndpoint opens a passive endpoint for info (a MSG offer; its
+// Service is the port it listens on, DefaultService if 0).
+func (f *Fabric) PassiveEndpoint(info *Info) (*PassiveEndpoint, error) {
+	if info == nil || info.EP.Type != EPMsg {
+		return nil, fmt.Errorf("opening a passive endpoint: %w: needs a MSG offer", ErrInvalid)
+	}
+	if err := f.refs.add(); err != nil {
+		return nil, err
+	}
+	p := &PassiveEndpoint{f: f, info: *info}
+	if p.info.Service == 0 {
+		p.info.Service = DefaultService
+	}
+	return p, nil
+}
+
+// Bind attaches the EQ that receives the connection requests.
+func (p *PassiveEndpoint) Bind(eq *EQ) error {
+	if p.eq != nil {
+		return fmt.Errorf("binding: %w: an EQ is bound already", ErrInvalid)
+	}
+	if err := eq.refs.add(); err != nil {
+		return err
+	}
+	p.eq = eq
+	return nil
+}
+
+// Listen starts accepting connection requests.
+func (p *PassiveEndpoint) Listen() error {
+	if p.eq == nil {
+		return fmt.Errorf("listening: %w: no EQ bound", ErrInvalid)
+	}
+	if p.l != nil {
+		return fmt.Errorf("listening: %w: already listening", ErrInvalid)
+	}
+	at := netip.AddrPortFrom(p.info.Src, p.info.Service)
+	l, key, err := cmListen(p.info.Domain.Name, at)
+	if err != nil {
+		return fmt.Errorf("listening on %v: %w", at, err)
+	}
+	p.l, p.memKey = l, key
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel, p.done = cancel, make(chan struct{})
+	go p.loop(ctx)
+	return nil
+}
+
+func (p *PassiveEndpoint) loop(ctx context.Context) {
+	defer close(p.done)
+	for {
+		req, err := p.l.Next(ctx)
+		if err != nil {
+			return
+		}
+		peer, err := parseQPParams(req.Params())
+		if err != nil {
+			_ = req.Reject(nil)
+			continue
+		}
+		info := p.info
+		info.Service = 0
+		info.Dst = req.Peer()
+		info.req = &connRequest{req: req, peer: peer}
+		p.eq.post(ctx, Event{Kind: EventConnReq, Info: &info, Data: req.PrivateData()})
+	}
+}
+
+// Addr is where the passive endpoint listens.
+func (p *PassiveEndpoint) Addr() netip.AddrPort {
+	return netip.AddrPortFrom(p.info.Src, p.info.Service)
+}
+
+// Reject rejects a connection request (the Info of its EventConnReq),
+// with private data for the requester.
+func (p *PassiveEndpoint) Reject(info *Info, private []byte) error {
+	if info == nil || info.req == nil {
+		return fmt.Errorf("rejecting: %w: not a connection request", ErrInvalid)
+	}
+	if len(private) > MaxCMData {
+		return fmt.Errorf("rejecting: %w: %d bytes of private data", ErrInvalid, len(private))
+	}
+	return info.req.req.Reject(private)
+}
+
+// Close stops listening. Closing twice is not an error.
+func (p *PassiveEndpoint) Close() error {
+	first, err := p.refs.closing()
+	if !first {
+		return err
+	}
+	if p.l != nil {
+		p.cancel()
+		err = p.l.Close()
+		<-p.done
+		cmUnlisten(p.memKey)
+	}
+	if p.eq != nil {
+		p.eq.refs.done()
+	}
+	p.f.refs.done()
+	return err
+}
+
+// cmListen listens for connection requests to at. In-process devices
+// listen on loopback and record where (their addresses are not the
+// host's).
+func cmListen(domain string, at netip.AddrPort) (*cm.Listener, netip.AddrPort, error) {
+	if !strings.HasPrefix(domain, memPrefix) {
+		l, err := cm.Listen(at)
+		return l, netip.AddrPort{}, err
+	}
+	memSwitch()
+	memNet.mu.Lock()
+	defer memNet.mu.Unlock()
+	if _, ok := memNet.listeners[at]; ok {
+		return nil, netip.AddrPort{}, fmt.Errorf("%w: %v is in use", ErrBusy, at)
+	}
+	l, err := cm.Listen(netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), 0))
+	if err != nil {
+		return nil, netip.AddrPort{}, err
+	}
+	memNet.listeners[at] = l.Addr()
+	return l, at, nil
+}
+
+func cmUnlisten(key netip.AddrPort) {
+	if !key.IsValid() {
+		return
+	}
+	memNet.mu.Lock()
+	delete(memNet.listeners, key)
+	memNet.mu.Unlock()
+}
+
+// cmDialAddr is where a connection request to addr goes.
+func cmDialAddr(d *Domain, addr netip.AddrPort) netip.AddrPort {
+	if !strings.HasPrefix(d.info.Domain.Name, memPrefix) {
+		return addr
+	}
+	memNet.mu.Lock()
+	defer memNet.mu.Unlock()
+	if a, ok := memNet.listeners[netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port())]; ok {
+		return a
+	}
+	return netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), 1) // nobody: refused
+}
+
+// qpnErr turns a taken well-known queue pair number into ErrBusy.
+func qpnErr(err error) error {
+	if errors.Is(err, device.ErrQPNInUse) {
+		return fmt.Errorf("%w: %w", ErrBusy, err)
+	}
+	return err
+}
