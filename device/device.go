@@ -129,6 +129,9 @@ func (d *Device) WorkerStats() []engine.Stats {
 	return out
 }
 
+// WorkerStat returns worker w's counters; read them on its goroutine.
+func (d *Device) WorkerStat(w int) engine.Stats { return d.group.Node(w).Stats() }
+
 // Stats is the sum of WorkerStats.
 func (d *Device) Stats() engine.Stats {
 	var t engine.Stats

@@ -60,6 +60,8 @@ type CQ struct {
 	efd     *os.File
 	rawEfd  int
 	waiters atomic.Int32
+	// workers has bit w set when an endpoint of worker w is bound.
+	workers atomic.Uint64
 	one     [8]byte
 }
 
@@ -122,12 +124,24 @@ func (q *CQ) signal() {
 	}
 }
 
+// progress drives, with manual progress, the workers of the endpoints
+// bound to the CQ and those no endpoint uses: a goroutine per CQ (and
+// endpoint, each on its own worker) then drives its own worker only.
+func (q *CQ) progress() {
+	mine := q.workers.Load()
+	for _, w := range q.d.workers {
+		if mine&(1<<(w.id%64)) != 0 || w.idle() {
+			w.progress()
+		}
+	}
+}
+
 // Read moves up to len(out) completions into out and returns how many.
 // An empty CQ returns 0. With manual progress it first drives the
 // transport.
 func (q *CQ) Read(out []Completion) int {
 	if q.d.manual {
-		q.d.Progress()
+		q.progress()
 	}
 	if q.d.safe {
 		q.mu.Lock()

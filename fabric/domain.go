@@ -27,10 +27,6 @@ type Domain struct {
 	// serialises endpoint creation.
 	epMu sync.Mutex
 
-	// progMu serialises manual progress (TryLock: a goroutine that finds
-	// it taken leaves progress to the holder) and control work.
-	progMu sync.Mutex
-
 	cancel  context.CancelFunc
 	stopped chan struct{}
 	runErr  error
@@ -41,7 +37,12 @@ type Domain struct {
 type worker struct {
 	d   *Domain
 	id  int
-	eps atomic.Pointer[[]*Endpoint]
+	eps atomic.Pointer[[]servicer]
+
+	// progMu serialises manual progress of the worker (TryLock: a
+	// goroutine that finds it taken leaves progress to the holder) and
+	// control work on it.
+	progMu sync.Mutex
 
 	ctlMu      sync.Mutex
 	ctl        []ctlReq
@@ -81,7 +82,7 @@ func (f *Fabric) Domain(info *Info) (*Domain, error) {
 	d.info.Domain.Queues = dev.Workers()
 	for i := 0; i < dev.Workers(); i++ {
 		w := &worker{d: d, id: i}
-		w.eps.Store(&[]*Endpoint{})
+		w.eps.Store(&[]servicer{})
 		d.workers = append(d.workers, w)
 		dev.SetWaiting(i, w.waiting)
 	}
@@ -110,25 +111,43 @@ func (d *Domain) Name() string { return d.info.Domain.Name }
 // manual progress (reading a CQ does it too). It reports whether anything
 // happened. With automatic progress it does nothing.
 func (d *Domain) Progress() bool {
-	if !d.manual || !d.progMu.TryLock() {
+	if !d.manual {
 		return false
 	}
-	defer d.progMu.Unlock()
-	return d.progressLocked()
-}
-
-func (d *Domain) progressLocked() bool {
 	did := false
 	for _, w := range d.workers {
-		if ok, _ := d.dev.ProgressWorker(w.id); ok {
-			did = true
-		}
-		if ok, _ := w.pass(); ok {
+		if w.progress() {
 			did = true
 		}
 	}
 	return did
 }
+
+// progress drives the worker once, unless another goroutine is at it.
+func (w *worker) progress() bool {
+	if !w.progMu.TryLock() {
+		return false
+	}
+	defer w.progMu.Unlock()
+	ok1, _ := w.d.dev.ProgressWorker(w.id)
+	ok2, _ := w.pass()
+	return ok1 || ok2
+}
+
+// idle reports a worker no endpoint uses: manual progress drives it on
+// behalf of the others (frames for their queue pairs may arrive on its
+// queue).
+func (w *worker) idle() bool { return len(*w.eps.Load()) == 0 }
+
+// Queues is how many queues, and workers, the domain serves. Endpoints
+// (and shared receive contexts) are spread over the workers round-robin in
+// the order they are opened: the i-th is on worker i % Queues.
+func (d *Domain) Queues() int { return len(d.workers) }
+
+// PinThread locks the calling goroutine to its OS thread and binds it to
+// the CPU of worker w (DomainAttr.CPUs), for an application that drives
+// worker w with manual progress. Without CPUs it does nothing.
+func (d *Domain) PinThread(w int) error { return d.dev.PinThread(w) }
 
 // Close stops the workers and closes the device. It fails with ErrBusy
 // while endpoints, CQs, counters, AVs or memory regions are open.
@@ -149,8 +168,8 @@ func (d *Domain) Close() error {
 // goroutine with automatic progress, under the progress lock with manual.
 func (d *Domain) exec(w *worker, f func() error) error {
 	if d.manual {
-		d.progMu.Lock()
-		defer d.progMu.Unlock()
+		w.progMu.Lock()
+		defer w.progMu.Unlock()
 		return f()
 	}
 	r := ctlReq{f: f, done: make(chan error, 1)}
@@ -177,19 +196,26 @@ func (d *Domain) pickWorker() *worker {
 
 // addEP and removeEP change a worker's endpoint list; removeEP runs on the
 // worker (exec), so the worker never serves an endpoint being torn down.
-func (w *worker) addEP(ep *Endpoint) {
+// servicer is what a worker serves between engine passes: an endpoint,
+// or a shared receive context.
+type servicer interface {
+	service() bool
+	posted() bool
+}
+
+func (w *worker) addEP(ep servicer) {
 	w.d.epMu.Lock()
 	defer w.d.epMu.Unlock()
 	old := *w.eps.Load()
-	eps := append(append(make([]*Endpoint, 0, len(old)+1), old...), ep)
+	eps := append(append(make([]servicer, 0, len(old)+1), old...), ep)
 	w.eps.Store(&eps)
 }
 
-func (w *worker) removeEP(ep *Endpoint) {
+func (w *worker) removeEP(ep servicer) {
 	w.d.epMu.Lock()
 	defer w.d.epMu.Unlock()
 	old := *w.eps.Load()
-	eps := make([]*Endpoint, 0, len(old))
+	eps := make([]servicer, 0, len(old))
 	for _, e := range old {
 		if e != ep {
 			eps = append(eps, e)

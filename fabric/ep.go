@@ -59,6 +59,8 @@ type Endpoint struct {
 	injectMR, scratchMR  *mr.Region
 	injectBuf            []byte
 	completionLevelFlags Flags
+	minMultiRecv         int
+	qkey                 uint32
 
 	// Owned by the worker once enabled.
 	qp    engine.QP
@@ -75,6 +77,7 @@ type Endpoint struct {
 	psn   uint32
 	conn  *cm.Conn
 	rdm   *rdmState
+	srx   *SharedRx
 	bound []interface{ release() }
 }
 
@@ -163,6 +166,7 @@ func (d *Domain) Endpoint(info *Info) (*Endpoint, error) {
 	ep.tx.init(info.TX.Size)
 	ep.rx.init(info.RX.Size)
 	ep.completionLevelFlags = info.TX.Flags & (FlagTransmitComplete | FlagDeliveryComplete)
+	ep.minMultiRecv, ep.qkey = info.EP.MaxMsgSize, dgramQKey
 	ep.injectBuf = make([]byte, len(ep.tx.ops)*InjectSize+ud.GRHSize)
 	r, err := d.dev.MRs().Register(ep.injectBuf, mr.LocalWrite)
 	if err != nil {
@@ -172,6 +176,9 @@ func (d *Domain) Endpoint(info *Info) (*Endpoint, error) {
 	ep.injectMR = r
 	return ep, nil
 }
+
+// Worker is the domain worker (queue) that serves the endpoint.
+func (ep *Endpoint) Worker() int { return ep.w.id }
 
 // Type is the endpoint's type.
 func (ep *Endpoint) Type() EPType { return ep.typ }
@@ -237,6 +244,15 @@ func (ep *Endpoint) Bind(obj any, flags Flags) error {
 		}
 		ep.bound = append(ep.bound, &o.refs)
 		ep.av = o
+	case *SharedRx:
+		if ep.typ != EPMsg || o.d != ep.d || ep.srx != nil {
+			return fmt.Errorf("binding a shared receive context: %w", ErrInvalid)
+		}
+		if err := o.refs.add(); err != nil {
+			return err
+		}
+		ep.bound = append(ep.bound, &o.refs)
+		ep.srx, ep.w = o, o.w
 	case *EQ:
 		if ep.eq != nil {
 			return fmt.Errorf("binding an EQ: %w: one is bound already", ErrInvalid)
@@ -276,13 +292,20 @@ func (ep *Endpoint) Enable() error {
 		var err error
 		switch ep.typ {
 		case EPMsg:
-			ep.rcqp, err = ep.d.dev.NewRC(device.QPConfig{SendCQ: ep.vsq, RecvCQ: ep.vrq, RQ: verbs.NewRecvQueue(len(ep.rx.ops)),
-				SQDepth: len(ep.tx.ops), Worker: ep.w.id}, mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead|mr.RemoteAtomic)
+			c := device.QPConfig{SendCQ: ep.vsq, RecvCQ: ep.vrq, RQ: verbs.NewRecvQueue(len(ep.rx.ops)),
+				SQDepth: len(ep.tx.ops), Worker: ep.w.id}
+			if ep.srx != nil {
+				c.RecvCQ, c.RQ = ep.srx.vrq, ep.srx.rq
+			}
+			ep.rcqp, err = ep.d.dev.NewRC(c, mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead|mr.RemoteAtomic)
+			if err == nil && ep.srx != nil {
+				ep.srx.eps[ep.rcqp.QPN()] = ep
+			}
 			ep.qp = ep.rcqp
 			ep.psn = rand.Uint32() & psn.Mask
 		case EPDgram:
 			ep.udqp, err = ep.d.dev.NewUD(device.QPConfig{SendCQ: ep.vsq, RecvCQ: ep.vrq, RQ: verbs.NewRecvQueue(len(ep.rx.ops)),
-				SQDepth: len(ep.tx.ops), Worker: ep.w.id, QPN: uint32(ep.info.Service)}, dgramQKey)
+				SQDepth: len(ep.tx.ops), Worker: ep.w.id, QPN: uint32(ep.info.Service)}, ep.qkey)
 			ep.qp = ep.udqp
 		case EPRDM:
 			err = ep.rdmEnable()
@@ -291,6 +314,11 @@ func (ep *Endpoint) Enable() error {
 			return err
 		}
 		ep.w.addEP(ep)
+		for _, q := range []*CQ{ep.txCQ, ep.rxCQ} {
+			if q != nil {
+				q.workers.Or(1 << (ep.w.id % 64))
+			}
+		}
 		return nil
 	})
 	if err != nil {
@@ -395,6 +423,9 @@ func (ep *Endpoint) teardown() {
 			_ = q.Modify(&a, verbs.AttrState)
 		}
 		ep.d.dev.Destroy(q)
+		if ep.srx != nil {
+			delete(ep.srx.eps, q.QPN())
+		}
 	}
 	ep.qp = nil
 	ep.reapTx(true)

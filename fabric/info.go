@@ -208,6 +208,10 @@ type DomainAttr struct {
 	MRKeySize, CQDataSize int
 	// Queues is how many device queues (and workers) the domain serves.
 	Queues int
+	// CPUs pins the domain's workers: worker i to CPUs[i % len(CPUs)]
+	// (automatic progress), or the goroutine that calls PinThread(i)
+	// (manual progress). Empty: not pinned.
+	CPUs []int
 }
 
 // EPAttr describes an endpoint.

@@ -1,6 +1,8 @@
 package fabric
 
 import (
+	"fmt"
+
 	"github.com/softfabric/softfabric/dataplane/mr"
 	"github.com/softfabric/softfabric/dataplane/verbs"
 )
@@ -274,6 +276,9 @@ func (ep *Endpoint) RecvMsg(m *Msg, f Flags) error {
 }
 
 func (ep *Endpoint) recv(iov [][]byte, desc []Desc, ctx uint64) error {
+	if ep.srx != nil {
+		return fmt.Errorf("%w: the endpoint receives through its shared receive context", ErrInvalid)
+	}
 	ep.lockRx()
 	defer ep.unlockRx()
 	if st := ep.state.Load(); st != epEnabled && st != epConnected {

@@ -61,12 +61,14 @@ func openDevice(info *Info) (*device.Device, error) {
 		}
 		d := device.NewWorkers([]link.Link{port}, device.Options{
 			Name: info.Domain.Name, MAC: memMAC(addr), GIDs: []netip.Addr{netip.AddrFrom16(addr.As16())}, MTU: memMTU,
-			Resolve: func(_ context.Context, dst netip.Addr) (netip.Addr, [6]byte, error) { return addr, memMAC(dst.Unmap()), nil },
+			Resolve: func(_ context.Context, dst netip.Addr) (netip.Addr, [6]byte, error) {
+				return addr, memMAC(dst.Unmap()), nil
+			},
 		})
 		d.OnClose(port.Close)
 		return d, nil
 	}
-	d, err := device.Open(info.Domain.Name, device.OpenOptions{Queues: info.Domain.Queues})
+	d, err := device.Open(info.Domain.Name, device.OpenOptions{Queues: info.Domain.Queues, CPUs: info.Domain.CPUs})
 	if errors.Is(err, ctrl.ErrBusy) {
 		return nil, fmt.Errorf("opening %s: %w: %w", info.Domain.Name, ErrBusy, err)
 	}

@@ -146,43 +146,48 @@ func (ep *Endpoint) reapRx(all bool) bool {
 	n := ep.vrq.Poll(ep.vc[:k])
 	for i := 0; i < n; i++ {
 		v := &ep.vc[i]
-		op := &ep.rx.ops[v.WRID&ep.rx.mask]
-		st := statusOf(v.Status, true)
-		c := &ep.comp
-		*c = Completion{Context: op.ctx, Status: st, Src: AddrUnspec}
-		length := int(v.ByteLen)
-		if ep.udqp != nil && st == StatusOK {
-			length -= ud.GRHSize
-		}
-		switch v.Opcode {
-		case verbs.CompRecvWriteImm:
-			c.Flags = FlagRMA | FlagRemoteWrite | FlagRemoteCQData
-			c.Len = length
-			ep.cntRWrite.count(st == StatusOK)
-		default:
-			c.Flags = FlagRecv | FlagMsg
-			c.Len = length
-			if st == StatusOK {
-				c.Buf = op.buf[:min(length, len(op.buf))]
-			}
-			ep.cntRecv.count(st == StatusOK)
-		}
-		if v.Flags&verbs.WithImm != 0 {
-			c.Flags |= FlagRemoteCQData
-			c.Data = uint64(v.Imm)
-		}
-		if ep.udqp != nil && ep.info.Caps&CapSource != 0 && st == StatusOK {
-			c.Src = ep.av.reverse(Address{IP: netip.AddrFrom16(v.SrcGID).Unmap(), QPN: v.SrcQP})
-		}
-		if ep.rxCQ != nil && ep.rxCQ.room(ep.w.id) > 0 {
-			ep.rxCQ.push(ep.w.id, c)
-		}
+		ep.deliverRx(v, &ep.rx.ops[v.WRID&ep.rx.mask])
 		ep.rx.done.Store(v.WRID + 1)
 	}
 	if n > 0 && ep.rxCQ != nil {
 		ep.rxCQ.signal()
 	}
 	return n > 0
+}
+
+// deliverRx reports the completion v of receive op to the endpoint's CQ
+// and counters.
+func (ep *Endpoint) deliverRx(v *verbs.Completion, op *rxOp) {
+	st := statusOf(v.Status, true)
+	c := &ep.comp
+	*c = Completion{Context: op.ctx, Status: st, Src: AddrUnspec}
+	length := int(v.ByteLen)
+	if ep.udqp != nil && st == StatusOK {
+		length -= ud.GRHSize
+	}
+	switch v.Opcode {
+	case verbs.CompRecvWriteImm:
+		c.Flags = FlagRMA | FlagRemoteWrite | FlagRemoteCQData
+		c.Len = length
+		ep.cntRWrite.count(st == StatusOK)
+	default:
+		c.Flags = FlagRecv | FlagMsg
+		c.Len = length
+		if st == StatusOK {
+			c.Buf = op.buf[:min(length, len(op.buf))]
+		}
+		ep.cntRecv.count(st == StatusOK)
+	}
+	if v.Flags&verbs.WithImm != 0 {
+		c.Flags |= FlagRemoteCQData
+		c.Data = uint64(v.Imm)
+	}
+	if ep.udqp != nil && ep.info.Caps&CapSource != 0 && st == StatusOK {
+		c.Src = ep.av.reverse(Address{IP: netip.AddrFrom16(v.SrcGID).Unmap(), QPN: v.SrcQP})
+	}
+	if ep.rxCQ != nil && ep.rxCQ.room(ep.w.id) > 0 {
+		ep.rxCQ.push(ep.w.id, c)
+	}
 }
 
 // errAHGone: the destination left the AV between post and submit.
@@ -202,7 +207,7 @@ func (ep *Endpoint) addressHandle(x Addr) (*verbs.AddressHandle, error) {
 	if c.ah == nil || c.gen != e.gen {
 		p := e.path
 		p.SrcPort = wire.SourcePort(ep.qp.QPN(), e.addr.QPN)
-		ah, err := verbs.NewAddressHandle(p, e.addr.QPN, dgramQKey)
+		ah, err := verbs.NewAddressHandle(p, e.addr.QPN, ep.qkey)
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,193 @@
+package fabric
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	"github.com/softfabric/softfabric/dataplane/rc"
+	"github.com/softfabric/softfabric/device"
+)
+
+// QPInfo is what tools of the rdma-core family (perftest, ibv_*_pingpong)
+// exchange about a queue pair out of band, instead of a connection
+// request: softfabric's extension for talking to them.
+type QPInfo struct {
+	GID netip.Addr
+	QPN uint32
+	PSN uint32
+}
+
+// QPOptions tune a connection made with ConnectQP; zero values take the
+// defaults (path MTU: the largest the link allows; 16 outstanding reads
+// and atomics each way; timeout 14, 67 ms; 7 retries; 7 RNR retries,
+// forever).
+type QPOptions struct {
+	PathMTU     int
+	RdAtomic    uint8
+	Timeout     uint8
+	RetryCnt    uint8
+	RNRRetry    uint8
+	MinRNRTimer uint8
+}
+
+// QPInfo describes the endpoint's queue pair (MSG: its RC queue pair and
+// first PSN; DGRAM: its UD queue pair). Valid once enabled.
+func (ep *Endpoint) QPInfo() QPInfo {
+	gid, _ := ep.d.dev.GID(ep.info.Src)
+	if ep.qp == nil {
+		return QPInfo{GID: gid}
+	}
+	return QPInfo{GID: gid, QPN: ep.qp.QPN(), PSN: ep.psn}
+}
+
+// ConnectQP connects an enabled MSG endpoint straight to a peer's queue
+// pair whose facts came out of band (QPInfo): no connection request, no
+// EQ events. Both sides must do it.
+func (ep *Endpoint) ConnectQP(ctx context.Context, peer QPInfo, o QPOptions) error {
+	if ep.typ != EPMsg {
+		return fmt.Errorf("connecting a queue pair: %w: a %v endpoint", ErrNotSupported, ep.typ)
+	}
+	if ep.state.Load() != epEnabled {
+		return fmt.Errorf("connecting a queue pair: %w: enable a fresh endpoint first", ErrInvalid)
+	}
+	if _, err := ep.d.dev.Path(ctx, peer.GID, ep.rcqp.QPN(), peer.QPN); err != nil {
+		return fmt.Errorf("connecting a queue pair: %w: no path to %v: %w", ErrAddrNotAvail, peer.GID.Unmap(), err)
+	}
+	err := ep.d.exec(ep.w, func() error {
+		return ep.d.dev.ConnectRC(ctx, ep.rcqp, ep.psn, device.Remote{QPN: peer.QPN, PSN: peer.PSN, GID: peer.GID},
+			device.ConnectOptions{PathMTU: o.PathMTU, RdAtomic: o.RdAtomic, Timeout: o.Timeout, RetryCnt: o.RetryCnt,
+				RNRRetry: o.RNRRetry, MinRNRTimer: o.MinRNRTimer})
+	})
+	if err != nil {
+		return fmt.Errorf("connecting a queue pair: %w", err)
+	}
+	ep.state.CompareAndSwap(epEnabled, epConnected)
+	ep.w.kick()
+	return nil
+}
+
+// Option names an endpoint option (SetOption, GetOption).
+type Option int
+
+// Options.
+const (
+	// OptMinMultiRecv: a multi-receive buffer is released once less
+	// than this many bytes remain (default: the largest message).
+	OptMinMultiRecv Option = iota + 1
+	// OptCMDataSize: the most private data a connection carries (read
+	// only: MaxCMData).
+	OptCMDataSize
+	// OptQKey: the Q_Key of a DGRAM endpoint and its sends, for peers that
+	// use another (ibv_ud_pingpong's 0x11111111). Set before Enable.
+	OptQKey
+	// OptMaxMsgSize: the largest message (read only).
+	OptMaxMsgSize
+)
+
+// SetOption sets an endpoint option.
+func (ep *Endpoint) SetOption(o Option, v int) error {
+	switch o {
+	case OptMinMultiRecv:
+		if v < 0 {
+			return fmt.Errorf("setting the minimum multi-receive space: %w: %d", ErrInvalid, v)
+		}
+		ep.minMultiRecv = v
+	case OptQKey:
+		if ep.typ != EPDgram {
+			return fmt.Errorf("setting a Q_Key: %w: a %v endpoint", ErrNotSupported, ep.typ)
+		}
+		if ep.state.Load() != epCreated || v < 0 || v > 0xffffffff {
+			return fmt.Errorf("setting a Q_Key: %w", ErrInvalid)
+		}
+		ep.qkey = uint32(v)
+	case OptCMDataSize, OptMaxMsgSize:
+		return fmt.Errorf("setting option %d: %w: read only", o, ErrInvalid)
+	default:
+		return fmt.Errorf("setting option %d: %w", o, ErrNotSupported)
+	}
+	return nil
+}
+
+// GetOption reads an endpoint option.
+func (ep *Endpoint) GetOption(o Option) (int, error) {
+	switch o {
+	case OptMinMultiRecv:
+		return ep.minMultiRecv, nil
+	case OptCMDataSize:
+		return MaxCMData, nil
+	case OptQKey:
+		if ep.typ != EPDgram {
+			return 0, ErrNotSupported
+		}
+		return int(ep.qkey), nil
+	case OptMaxMsgSize:
+		return ep.info.EP.MaxMsgSize, nil
+	}
+	return 0, fmt.Errorf("reading option %d: %w", o, ErrNotSupported)
+}
+
+// TransportStats count what an endpoint's queue pairs saw and did.
+type TransportStats struct {
+	TxPackets, RxPackets uint64
+	Retransmits          uint64
+	Timeouts             uint64
+	Probes               uint64
+	SeqNAKs, RNRNAKs     uint64 // received
+	Dropped              uint64
+}
+
+// Stats returns the transport counters of the endpoint's queue pairs.
+func (ep *Endpoint) Stats() TransportStats {
+	var s TransportStats
+	if ep.state.Load() == epCreated || ep.state.Load() == epClosed {
+		return s
+	}
+	_ = ep.d.exec(ep.w, func() error {
+		if ep.rcqp != nil {
+			addRC(&s, ep.rcqp.Stats())
+		}
+		if ep.udqp != nil {
+			u := ep.udqp.Stats()
+			s.TxPackets += u.TxPackets
+			s.RxPackets += u.RxPackets
+			s.Dropped += u.Dropped + u.NoRecv + u.QKeyViolations
+		}
+		ep.rdmStats(&s)
+		return nil
+	})
+	return s
+}
+
+// WorkerStats are one domain worker's frame counters.
+type WorkerStats struct {
+	RxFrames, TxFrames  uint64
+	HandedOff, HandedIn uint64
+	Malformed, BadICRC  uint64
+	UnknownQP           uint64
+}
+
+// WorkerStats returns each worker's counters, read on the worker.
+func (d *Domain) WorkerStats() []WorkerStats {
+	out := make([]WorkerStats, len(d.workers))
+	for i, w := range d.workers {
+		_ = d.exec(w, func() error {
+			s := d.dev.WorkerStat(i)
+			out[i] = WorkerStats{RxFrames: s.RxFrames, TxFrames: s.TxFrames, HandedOff: s.HandedOff, HandedIn: s.HandedIn,
+				Malformed: s.Malformed, BadICRC: s.BadICRC, UnknownQP: s.UnknownQP}
+			return nil
+		})
+	}
+	return out
+}
+
+func addRC(s *TransportStats, r rc.Stats) {
+	s.TxPackets += r.TxPackets
+	s.RxPackets += r.RxPackets
+	s.Retransmits += r.Retransmits
+	s.Timeouts += r.Timeouts
+	s.Probes += r.Probes
+	s.SeqNAKs += r.SeqNAKsRcvd
+	s.RNRNAKs += r.RNRNAKsRcvd
+	s.Dropped += r.Dropped
+}
