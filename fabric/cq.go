@@ -61,7 +61,11 @@ type CQ struct {
 	rawEfd  int
 	waiters atomic.Int32
 	// workers has bit w set when an endpoint of worker w is bound.
-	workers atomic.Uint64
+	workers  atomic.Uint64
+	overruns atomic.Uint64
+	// committed is how many operations bound endpoints may have
+	// outstanding.
+	committed int
 	one     [8]byte
 }
 
@@ -109,13 +113,25 @@ func (q *CQ) room(w int) int {
 	return len(r.buf) - int(r.tail.Load()-r.head.Load())
 }
 
-// push appends c to worker w's ring; the caller checked room.
+// push appends c to worker w's ring. Callers check room first; a
+// completion that still finds the ring full (a CQ shared beyond its
+// size, multi-receive or remote-write completions) is dropped and
+// counted in Overruns.
 func (q *CQ) push(w int, c *Completion) {
 	r := q.rings[w]
 	t := r.tail.Load()
+	if t-r.head.Load() >= uint64(len(r.buf)) {
+		q.overruns.Add(1)
+		return
+	}
 	r.buf[t&r.mask] = *c
 	r.tail.Store(t + 1)
 }
+
+// Overruns counts completions lost because the CQ was full: a CQ must
+// hold every operation its endpoints may have outstanding (Bind checks
+// transmit and receive queue sizes against it).
+func (q *CQ) Overruns() uint64 { return q.overruns.Load() }
 
 // signal wakes blocked readers after a worker pushed completions.
 func (q *CQ) signal() {
@@ -245,4 +261,10 @@ func (q *CQ) Close() error {
 	}
 	q.d.refs.done()
 	return q.efd.Close()
+}
+
+func (q *CQ) uncommit(n int) {
+	q.refs.mu.Lock()
+	q.committed -= n
+	q.refs.mu.Unlock()
 }

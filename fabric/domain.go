@@ -66,7 +66,7 @@ func (f *Fabric) Domain(info *Info) (*Domain, error) {
 	if err := f.refs.add(); err != nil {
 		return nil, err
 	}
-	dev, err := openDevice(info)
+	dev, err := info.device()
 	if err != nil {
 		f.refs.done()
 		return nil, fmt.Errorf("opening domain %s: %w", info.Domain.Name, err)
@@ -161,7 +161,7 @@ func (d *Domain) Close() error {
 		<-d.stopped
 	}
 	d.fab.refs.done()
-	return d.dev.Close()
+	return d.closeDevice()
 }
 
 // exec runs f where worker w's queue pairs may be touched: on w's

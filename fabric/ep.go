@@ -167,7 +167,7 @@ func (d *Domain) Endpoint(info *Info) (*Endpoint, error) {
 	ep.rx.init(info.RX.Size)
 	ep.completionLevelFlags = info.TX.Flags & (FlagTransmitComplete | FlagDeliveryComplete)
 	ep.minMultiRecv, ep.qkey = info.EP.MaxMsgSize, dgramQKey
-	ep.injectBuf = make([]byte, len(ep.tx.ops)*InjectSize+ud.GRHSize)
+	ep.injectBuf = make([]byte, len(ep.tx.ops)*slotArea+ud.GRHSize)
 	r, err := d.dev.MRs().Register(ep.injectBuf, mr.LocalWrite)
 	if err != nil {
 		d.refs.done()
@@ -205,10 +205,28 @@ func (ep *Endpoint) Bind(obj any, flags Flags) error {
 		if flags&FlagSend != 0 && ep.txCQ != nil || flags&FlagRecv != 0 && ep.rxCQ != nil {
 			return fmt.Errorf("binding a CQ: %w: a CQ is bound already", ErrInvalid)
 		}
+		need := 0
+		if flags&FlagSend != 0 {
+			need += len(ep.tx.ops)
+		}
+		if flags&FlagRecv != 0 {
+			need += len(ep.rx.ops)
+		}
+		o.refs.mu.Lock()
+		fits := o.committed+need <= o.size
+		if fits {
+			o.committed += need
+		}
+		o.refs.mu.Unlock()
+		if !fits {
+			return fmt.Errorf("binding a CQ: %w: the CQ is too small: %d entries, %d operations outstanding at most with this endpoint's",
+				ErrInvalid, o.size, o.committed+need)
+		}
 		if err := o.refs.add(); err != nil {
+			o.uncommit(need)
 			return err
 		}
-		ep.bound = append(ep.bound, &o.refs)
+		ep.bound = append(ep.bound, cqBinding{o, need})
 		if flags&FlagSend != 0 {
 			ep.txCQ, ep.selTx = o, flags&FlagSelectiveCompletion != 0
 		}
@@ -269,6 +287,18 @@ func (ep *Endpoint) Bind(obj any, flags Flags) error {
 }
 
 func (r *refs) release() { r.done() }
+
+// cqBinding is an endpoint's hold on a CQ: a child, and room for its
+// outstanding operations.
+type cqBinding struct {
+	q *CQ
+	n int
+}
+
+func (b cqBinding) release() {
+	b.q.uncommit(b.n)
+	b.q.refs.done()
+}
 
 // Enable makes the endpoint ready: its queue pair is created, receives can
 // be posted, and (DGRAM, RDM) sends too.

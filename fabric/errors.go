@@ -66,6 +66,7 @@ const (
 	StatusInvalid
 	StatusAddrNotAvail
 	StatusNotConnected
+	StatusNoMsg
 	StatusOther
 	numStatuses
 )
@@ -93,6 +94,7 @@ var completionErrors = func() [numStatuses]*CompletionError {
 		StatusInvalid:      ErrInvalid,
 		StatusAddrNotAvail: ErrAddrNotAvail,
 		StatusNotConnected: ErrNotConnected,
+		StatusNoMsg:        ErrNoMsg,
 		StatusOther:        errors.New("fabric: operation failed"),
 	}
 	var out [numStatuses]*CompletionError

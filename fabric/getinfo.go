@@ -204,6 +204,9 @@ func offer(d devInfo, t EPType, h *Hints) (Info, string) {
 	case EPRDM:
 		info.EP.MaxMsgSize = RDMEagerSize
 		info.TX.IOVLimit, info.RX.IOVLimit = 1, 1
+		// A send completes when the target has it (in a provider
+		// buffer); DELIVERY_COMPLETE, on request, when it is matched.
+		info.TX.Flags = FlagTransmitComplete
 	}
 	if h.Domain.Threading != ThreadUnspec {
 		if h.Domain.Threading > ThreadDomain {

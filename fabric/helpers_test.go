@@ -67,7 +67,7 @@ func newHost(t testing.TB, o hostOpts) *host {
 		t.Fatal(err)
 	}
 	domains.Store(h.dom, true)
-	if h.cq, err = h.dom.CQ(256); err != nil {
+	if h.cq, err = h.dom.CQ(4096); err != nil {
 		t.Fatal(err)
 	}
 	if h.eq, err = h.fab.EQ(16); err != nil {

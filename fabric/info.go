@@ -282,6 +282,8 @@ type Info struct {
 
 	// req is the pending connection request of a ConnReq event.
 	req *connRequest
+	// own is the device of an offer from DeviceInfo.
+	own *borrowed
 }
 
 // Defaults of the offers.
@@ -304,5 +306,10 @@ const (
 	// provider buffers before they are matched.
 	RDMEagerSize = 16 << 10
 	// rdmHeader is the room of the RDM protocol header in each message.
-	rdmHeader = 32
+	rdmHeader = 64
+	// Each transmit slot has an area of its own in the endpoint's
+	// registered scratch memory: the RDM header, then inject data (or a
+	// native atomic's discarded result).
+	slotArea   = 128
+	slotInject = 64
 )

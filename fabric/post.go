@@ -178,7 +178,7 @@ func (ep *Endpoint) injectSGE(op *txOp, seq uint64, b []byte) error {
 	if len(b) == 0 {
 		return nil
 	}
-	off := int(seq&ep.tx.mask) * InjectSize
+	off := int(seq&ep.tx.mask)*slotArea + slotInject
 	copy(ep.injectBuf[off:], b)
 	op.sgl[0] = mr.SGE{Addr: ep.injectMR.Addr() + uint64(off), Length: uint32(len(b)), LKey: ep.injectMR.LKey()}
 	op.nsge = 1

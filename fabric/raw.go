@@ -83,6 +83,11 @@ const (
 	OptQKey
 	// OptMaxMsgSize: the largest message (read only).
 	OptMaxMsgSize
+	// OptWorker: the domain worker (queue) that serves the endpoint,
+	// 0 to Domain.Queues()-1. Set before Enable; the default is round
+	// robin in opening order (Endpoint.Worker), and an endpoint bound to a
+	// shared receive context takes the context's.
+	OptWorker
 )
 
 // SetOption sets an endpoint option.
@@ -101,6 +106,11 @@ func (ep *Endpoint) SetOption(o Option, v int) error {
 			return fmt.Errorf("setting a Q_Key: %w", ErrInvalid)
 		}
 		ep.qkey = uint32(v)
+	case OptWorker:
+		if ep.state.Load() != epCreated || ep.srx != nil || v < 0 || v >= len(ep.d.workers) {
+			return fmt.Errorf("setting the worker: %w: %d", ErrInvalid, v)
+		}
+		ep.w = ep.d.workers[v]
 	case OptCMDataSize, OptMaxMsgSize:
 		return fmt.Errorf("setting option %d: %w: read only", o, ErrInvalid)
 	default:
@@ -123,6 +133,8 @@ func (ep *Endpoint) GetOption(o Option) (int, error) {
 		return int(ep.qkey), nil
 	case OptMaxMsgSize:
 		return ep.info.EP.MaxMsgSize, nil
+	case OptWorker:
+		return ep.w.id, nil
 	}
 	return 0, fmt.Errorf("reading option %d: %w", o, ErrNotSupported)
 }
@@ -163,6 +175,7 @@ func (ep *Endpoint) Stats() TransportStats {
 type WorkerStats struct {
 	RxFrames, TxFrames  uint64
 	HandedOff, HandedIn uint64
+	HandoffDrops        uint64
 	Malformed, BadICRC  uint64
 	UnknownQP           uint64
 }
@@ -173,7 +186,7 @@ func (d *Domain) WorkerStats() []WorkerStats {
 	for i, w := range d.workers {
 		_ = d.exec(w, func() error {
 			s := d.dev.WorkerStat(i)
-			out[i] = WorkerStats{RxFrames: s.RxFrames, TxFrames: s.TxFrames, HandedOff: s.HandedOff, HandedIn: s.HandedIn,
+			out[i] = WorkerStats{RxFrames: s.RxFrames, TxFrames: s.TxFrames, HandedOff: s.HandedOff, HandedIn: s.HandedIn, HandoffDrops: s.HandoffDrops,
 				Malformed: s.Malformed, BadICRC: s.BadICRC, UnknownQP: s.UnknownQP}
 			return nil
 		})

@@ -219,7 +219,7 @@ func (ep *Endpoint) addressHandle(x Addr) (*verbs.AddressHandle, error) {
 // grhSGE is where a UD receive's GRH goes: the 40 bytes after the inject
 // area, shared by all receives (nobody reads them).
 func (ep *Endpoint) grhSGE() (s mr.SGE) {
-	off := len(ep.tx.ops) * InjectSize
+	off := len(ep.tx.ops) * slotArea
 	s.Addr = ep.injectMR.Addr() + uint64(off)
 	s.Length = ud.GRHSize
 	s.LKey = ep.injectMR.LKey()
