@@ -11,7 +11,7 @@ TEST_TIMEOUT ?= 10m
 # Packages with goroutines of their own are also tested under -race (with
 # -short, which trims statistical tests). The race detector costs 5-10x, so
 # pure state machines stay out.
-RACE_PKGS ?= ./dataplane/link/... ./dataplane/verbs/... ./dataplane/mr/... ./dataplane/handoff/... ./dataplane/engine/... ./device/...
+RACE_PKGS ?= ./fabric/... ./dataplane/link/... ./dataplane/verbs/... ./dataplane/mr/... ./dataplane/handoff/... ./dataplane/engine/... ./device/...
 FUZZTIME ?= 20s
 
 .PHONY: all build demo demo-transport bench-e2e bench-scale interop test lint bench fuzz soak clean generate check-generate

@@ -457,15 +457,8 @@ func (d *Device) ConnectRC(ctx context.Context, q *rc.QP, localPSN uint32, r Rem
 	if err != nil {
 		return err
 	}
-	a := verbs.QPAttr{
-		State: verbs.StateRTR, Path: path, PathMTU: o.PathMTU, DestQPN: r.QPN, RQPSN: r.PSN,
-		MinRNRTimer: o.MinRNRTimer, MaxDestRdAtomic: o.RdAtomic,
-	}
-	if err := q.Modify(&a, verbs.AttrState|verbs.AttrPath|verbs.AttrPathMTU|verbs.AttrDestQPN|verbs.AttrRQPSN|verbs.AttrMinRNRTimer|verbs.AttrMaxDestRdAtomic); err != nil {
-		return err
-	}
-	a = verbs.QPAttr{State: verbs.StateRTS, SQPSN: localPSN, Timeout: o.Timeout, RetryCnt: o.RetryCnt, RNRRetry: o.RNRRetry, MaxRdAtomic: o.RdAtomic}
-	return q.Modify(&a, verbs.AttrState|verbs.AttrSQPSN|verbs.AttrTimeout|verbs.AttrRetryCnt|verbs.AttrRNRRetry|verbs.AttrMaxRdAtomic)
+	return q.Connect(rc.ConnectAttr{Path: path, PathMTU: o.PathMTU, DestQPN: r.QPN, RQPSN: r.PSN, SQPSN: localPSN,
+		Timeout: o.Timeout, RetryCnt: o.RetryCnt, RNRRetry: o.RNRRetry, MinRNRTimer: o.MinRNRTimer, RdAtomic: o.RdAtomic})
 }
 
 // AddressHandle resolves a UD destination.

@@ -322,3 +322,33 @@ func (q *QP) send(b *link.Batch, f []byte) {
 	b.Commit(len(f))
 	q.stats.TxPackets++
 }
+
+// ConnectAttr is what moving a queue pair from INIT to RTS needs: the
+// path to the peer and its queue pair, both sides' first PSNs, and the
+// retry and read/atomic limits.
+type ConnectAttr struct {
+	Path        wire.PathFields
+	PathMTU     int
+	DestQPN     uint32
+	RQPSN       uint32 // the first PSN the peer sends
+	SQPSN       uint32 // the first PSN this queue pair sends
+	Timeout     uint8
+	RetryCnt    uint8
+	RNRRetry    uint8
+	MinRNRTimer uint8
+	RdAtomic    uint8 // max_rd_atomic and max_dest_rd_atomic
+}
+
+// Connect moves an INIT queue pair through RTR to RTS: the one
+// connection sequence of the device and the tests.
+func (q *QP) Connect(c ConnectAttr) error {
+	a := verbs.QPAttr{
+		State: verbs.StateRTR, Path: c.Path, PathMTU: c.PathMTU, DestQPN: c.DestQPN, RQPSN: c.RQPSN,
+		MinRNRTimer: c.MinRNRTimer, MaxDestRdAtomic: c.RdAtomic,
+	}
+	if err := q.Modify(&a, verbs.AttrState|verbs.AttrPath|verbs.AttrPathMTU|verbs.AttrDestQPN|verbs.AttrRQPSN|verbs.AttrMinRNRTimer|verbs.AttrMaxDestRdAtomic); err != nil {
+		return err
+	}
+	a = verbs.QPAttr{State: verbs.StateRTS, SQPSN: c.SQPSN, Timeout: c.Timeout, RetryCnt: c.RetryCnt, RNRRetry: c.RNRRetry, MaxRdAtomic: c.RdAtomic}
+	return q.Modify(&a, verbs.AttrState|verbs.AttrSQPSN|verbs.AttrTimeout|verbs.AttrRetryCnt|verbs.AttrRNRRetry|verbs.AttrMaxRdAtomic)
+}

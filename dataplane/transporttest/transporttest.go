@@ -315,26 +315,18 @@ func bringUp(q, peer *rc.QP, h, ph *Host, o RCOptions, sq, rq uint32) error {
 	if err := q.Modify(&a, verbs.AttrState|verbs.AttrAccess|verbs.AttrPKey); err != nil {
 		return err
 	}
-	a = verbs.QPAttr{
-		State:   verbs.StateRTR,
-		PathMTU: o.MTU,
-		DestQPN: peer.QPN(),
-		RQPSN:   rq,
+	c := rc.ConnectAttr{
 		Path: wire.PathFields{
 			SrcMAC: h.MAC, DstMAC: ph.MAC, Src: h.IP, Dst: ph.IP,
 			SrcPort: wire.SourcePort(q.QPN(), peer.QPN()),
 		},
-		MinRNRTimer:     o.MinRNRTimer,
-		MaxDestRdAtomic: o.RdAtomic,
+		PathMTU: o.MTU, DestQPN: peer.QPN(), RQPSN: rq, SQPSN: sq,
+		Timeout: o.Timeout, RetryCnt: o.RetryCnt, RNRRetry: o.RNRRetry, MinRNRTimer: o.MinRNRTimer, RdAtomic: o.RdAtomic,
 	}
 	if h.VLAN {
-		a.Path.VLAN, a.Path.VLANID, a.Path.PCP = true, 100, 3
+		c.Path.VLAN, c.Path.VLANID, c.Path.PCP = true, 100, 3
 	}
-	if err := q.Modify(&a, verbs.AttrState|verbs.AttrPath|verbs.AttrPathMTU|verbs.AttrDestQPN|verbs.AttrRQPSN|verbs.AttrMinRNRTimer|verbs.AttrMaxDestRdAtomic); err != nil {
-		return err
-	}
-	a = verbs.QPAttr{State: verbs.StateRTS, SQPSN: sq, Timeout: o.Timeout, RetryCnt: o.RetryCnt, RNRRetry: o.RNRRetry, MaxRdAtomic: o.RdAtomic}
-	return q.Modify(&a, verbs.AttrState|verbs.AttrSQPSN|verbs.AttrTimeout|verbs.AttrRetryCnt|verbs.AttrRNRRetry|verbs.AttrMaxRdAtomic)
+	return q.Connect(c)
 }
 
 // Buffer registers a fresh buffer of n bytes with access on h.
