@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -106,5 +108,37 @@ func TestFabtestsNamespaces(t *testing.T) {
 	p := pairUp(t)
 	for _, s := range []string{"msg", "rdm", "dgram"} {
 		t.Run(s, func(t *testing.T) { run(t, p, s) })
+	}
+}
+
+// TestHello runs the README's program (examples/hello) between two
+// namespaces: the receiver prints the message.
+func TestHello(t *testing.T) {
+	p := pairUp(t)
+	bin := filepath.Join(t.TempDir(), "hello")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../examples/hello").CombinedOutput(); err != nil {
+		t.Fatalf("building hello: %v\n%s", err, out)
+	}
+	a, b := p.A.Addr.Addr().String(), p.B.Addr.Addr().String()
+	recv := p.B.Command(bin, b)
+	var out bytes.Buffer
+	recv.Stdout, recv.Stderr = &out, &out
+	if err := recv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- recv.Wait() }()
+	time.Sleep(300 * time.Millisecond)
+	if sent, err := p.A.Exec(bin, a, b); err != nil || !strings.Contains(sent, "send|msg") {
+		t.Errorf("sender: %v: %s", err, sent)
+	}
+	select {
+	case err := <-done:
+		if err != nil || !strings.Contains(out.String(), `recv|msg "hello over RDMA"`) {
+			t.Errorf("receiver: %v: %s", err, out.String())
+		}
+	case <-time.After(20 * time.Second):
+		_ = recv.Process.Kill()
+		t.Errorf("receiver did not finish: %s", out.String())
 	}
 }
