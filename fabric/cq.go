@@ -66,7 +66,7 @@ type CQ struct {
 	// committed is how many operations bound endpoints may have
 	// outstanding.
 	committed int
-	one     [8]byte
+	one       [8]byte
 }
 
 // compRing is a single-producer, single-consumer ring of completions.
