@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -211,13 +210,4 @@ func (a *AV) Close() error {
 		a.d.refs.done()
 	}
 	return err
-}
-
-// parseService reads a service given as a string ("7471").
-func parseService(s string) (uint16, error) {
-	n, err := strconv.ParseUint(s, 10, 16)
-	if err != nil {
-		return 0, fmt.Errorf("%w: service %q", ErrInvalid, s)
-	}
-	return uint16(n), nil
 }

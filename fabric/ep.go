@@ -55,6 +55,7 @@ type Endpoint struct {
 	av                   *AV
 	eq                   *EQ
 	tx                   opRing[txOp]
+	txTaken              uint64 // the slot beginTx took
 	rx                   opRing[rxOp]
 	injectMR, scratchMR  *mr.Region
 	injectBuf            []byte
@@ -81,39 +82,6 @@ type Endpoint struct {
 	bound []interface{ release() }
 }
 
-// opRing is a ring of posted operations: the application (under the
-// endpoint's lock with ThreadSafe) fills slots and publishes them; the
-// worker submits them to the queue pair and retires them in order as
-// their completions arrive.
-type opRing[T any] struct {
-	ops       []T
-	mask      uint64
-	posted    atomic.Uint64
-	submitted uint64 // worker
-	done      atomic.Uint64
-}
-
-func (r *opRing[T]) init(n int) {
-	size := 1
-	for size < n {
-		size <<= 1
-	}
-	r.ops = make([]T, size)
-	r.mask = uint64(size - 1)
-}
-
-// slot returns the next free slot and its sequence number, or false when
-// the ring is full.
-func (r *opRing[T]) slot() (*T, uint64, bool) {
-	p := r.posted.Load()
-	if p-r.done.Load() >= uint64(len(r.ops)) {
-		return nil, 0, false
-	}
-	return &r.ops[p&r.mask], p, true
-}
-
-func (r *opRing[T]) waiting() bool { return r.submitted != r.posted.Load() }
-
 // txOp is a posted transmit operation.
 type txOp struct {
 	ctx    uint64
@@ -129,6 +97,8 @@ type txOp struct {
 	imm    uint32
 	cmp    uint64
 	swap   uint64
+	// fail is the status of an operation the worker refused at submit.
+	fail Status
 	// RDM: the protocol header and software atomic facts.
 	rdm rdmTx
 }
@@ -163,8 +133,10 @@ func (d *Domain) Endpoint(info *Info) (*Endpoint, error) {
 		return nil, err
 	}
 	ep := &Endpoint{d: d, w: d.pickWorker(), info: *info, typ: info.EP.Type, safe: d.safe}
-	ep.tx.init(info.TX.Size)
-	ep.rx.init(info.RX.Size)
+	// RDM operations finish in any order (peers, tags): their slots are
+	// pooled.
+	ep.tx.init(info.TX.Size, info.EP.Type == EPRDM)
+	ep.rx.init(info.RX.Size, info.EP.Type == EPRDM)
 	ep.completionLevelFlags = info.TX.Flags & (FlagTransmitComplete | FlagDeliveryComplete)
 	ep.minMultiRecv, ep.qkey = info.EP.MaxMsgSize, dgramQKey
 	ep.injectBuf = make([]byte, len(ep.tx.ops)*slotArea+ud.GRHSize)

@@ -55,16 +55,18 @@ func (ep *Endpoint) beginTx() (*txOp, uint64, error) {
 		return nil, 0, ErrAgain
 	}
 	*op = txOp{dest: AddrUnspec}
+	ep.txTaken = seq
 	return op, seq, nil
 }
 
 func (ep *Endpoint) commitTx(seq uint64) {
-	ep.tx.posted.Store(seq + 1)
+	ep.tx.publish(seq)
 	ep.unlockTx()
 	ep.w.kick()
 }
 
 func (ep *Endpoint) abortTx(err error) error {
+	ep.tx.unpublish(ep.txTaken)
 	ep.unlockTx()
 	return err
 }
@@ -293,12 +295,13 @@ func (ep *Endpoint) recv(iov [][]byte, desc []Desc, ctx uint64) error {
 	}
 	*op = rxOp{ctx: ctx, src: AddrUnspec}
 	if err := gather(&op.sgl, &op.nsge, iov, desc, ep.info.RX.IOVLimit); err != nil {
+		ep.rx.unpublish(seq)
 		return err
 	}
 	if len(iov) > 0 {
 		op.buf = iov[0]
 	}
-	ep.rx.posted.Store(seq + 1)
+	ep.rx.publish(seq)
 	ep.w.kick()
 	return nil
 }

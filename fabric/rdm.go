@@ -117,7 +117,11 @@ type rdmState struct {
 	backlog    []*rdmPeer
 
 	tagged, untagged *match.Queue
-	multi            []uint64 // multi-receive buffers in use (rx seqs)
+	// gen counts the uses of each transmit slot, so that a late answer
+	// for an operation finds the slot's new user and is ignored.
+	gen   []uint32
+	inUse []bool   // transmit slots the worker took and has not released
+	multi []uint64 // multi-receive buffers in use (rx seqs)
 
 	vc   [32]verbs.Completion
 	wr   verbs.SendWR
@@ -139,7 +143,8 @@ type rdmTx struct {
 	opLen    int    // software atomic: operand bytes (then as many compare bytes)
 	res      []byte // software atomic: where the old values go
 	awaiting bool   // completes on the peer's answer, not the send's
-	fin      bool
+	fin      bool   // reported
+	sent     bool   // its work request completed (or it never had one)
 }
 
 // rdmPeer is what the endpoint knows of an AV entry: the connection it
@@ -184,6 +189,8 @@ func (ep *Endpoint) rdmEnable() error {
 		tagged: match.New(nrx, nrx, true), untagged: match.New(nrx, nrx, false),
 	}
 	s.pool = make([]byte, nrx*poolBuf)
+	s.gen = make([]uint32, len(ep.tx.ops))
+	s.inUse = make([]bool, len(ep.tx.ops))
 	var err error
 	if s.poolMR, err = ep.d.dev.MRs().Register(s.pool, mr.LocalWrite); err != nil {
 		return err
@@ -322,10 +329,11 @@ func (ep *Endpoint) rdmRecv(b []byte, desc Desc, src Addr, ctx, tag, ignore uint
 	*op = rxOp{ctx: ctx, src: src, tag: tag, ignore: ignore, flags: f, buf: b}
 	if f&(FlagPeek|FlagDiscard) == 0 || f&FlagClaim != 0 && f&FlagDiscard == 0 {
 		if err := gather(&op.sgl, &op.nsge, [][]byte{b}, []Desc{desc}, 1); err != nil {
+			ep.rx.unpublish(seq)
 			return err
 		}
 	}
-	ep.rx.posted.Store(seq + 1)
+	ep.rx.publish(seq)
 	ep.w.kick()
 	return nil
 }
@@ -421,7 +429,7 @@ func (ep *Endpoint) Cancel(ctx uint64) error {
 			}
 		}
 		for i, seq := range ep.rdm.multi {
-			if ep.rx.ops[seq&ep.rx.mask].ctx == ctx {
+			if ep.rx.ops[seq].ctx == ctx {
 				ep.rdm.multi = append(ep.rdm.multi[:i], ep.rdm.multi[i+1:]...)
 				ep.finishRx(seq, StatusCanceled, 0, nil, 0, 0, AddrUnspec, FlagMultiRecv)
 				found = true
@@ -443,6 +451,11 @@ func (ep *Endpoint) Cancel(ctx uint64) error {
 func (ep *Endpoint) rdmService() bool {
 	s := ep.rdm
 	did := ep.rdmSubmitTx()
+	// What arrived first, then new receives: a peek posted after a
+	// message reached the device finds it.
+	if s.rcRQ.Len() > 0 && ep.rdmReapRx() {
+		did = true
+	}
 	if ep.rdmSubmitRx() {
 		did = true
 	}
@@ -457,9 +470,6 @@ func (ep *Endpoint) rdmService() bool {
 		ep.cmRetry(ep.d.dev.Now())
 	}
 	if len(s.backlog) > 0 && ep.flushBacklog() {
-		did = true
-	}
-	if s.rcRQ.Len() > 0 && ep.rdmReapRx() {
 		did = true
 	}
 	if s.rcSQ.Len() > 0 && ep.rdmReapTx() {
@@ -489,12 +499,18 @@ func (ep *Endpoint) peer(x Addr) *rdmPeer {
 
 func (ep *Endpoint) rdmSubmitTx() bool {
 	did := false
-	for posted := ep.tx.posted.Load(); ep.tx.submitted != posted; ep.tx.submitted++ {
-		seq := ep.tx.submitted
+	for {
+		seq, ok := ep.tx.next()
+		if !ok {
+			break
+		}
 		did = true
-		op := &ep.tx.ops[seq&ep.tx.mask]
+		op := &ep.tx.ops[seq]
+		ep.rdm.gen[seq]++
+		ep.rdm.inUse[seq] = true
 		p := ep.peer(op.dest)
 		if p == nil {
+			op.rdm.sent = true
 			ep.finishTx(seq, StatusAddrNotAvail)
 			continue
 		}
@@ -505,6 +521,7 @@ func (ep *Endpoint) rdmSubmitTx() bool {
 			}
 		case peerIdle:
 			if err := ep.cmStart(p); err != nil {
+				op.rdm.sent = true
 				ep.finishTx(seq, StatusAddrNotAvail)
 				continue
 			}
@@ -514,9 +531,6 @@ func (ep *Endpoint) rdmSubmitTx() bool {
 		}
 		p.queue = append(p.queue, seq)
 	}
-	if did {
-		ep.retireTx()
-	}
 	return did
 }
 
@@ -524,7 +538,7 @@ func (ep *Endpoint) rdmSubmitTx() bool {
 // queue is full.
 func (ep *Endpoint) postTx(p *rdmPeer, seq uint64) bool {
 	s := ep.rdm
-	op := &ep.tx.ops[seq&ep.tx.mask]
+	op := &ep.tx.ops[seq]
 	wr := &s.wr
 	*wr = verbs.SendWR{ID: seq, Op: op.op, Flags: verbs.Signaled, RemoteAddr: op.raddr, RKey: op.rkey,
 		Imm: op.imm, CompareAdd: op.cmp, Swap: op.swap}
@@ -538,7 +552,7 @@ func (ep *Endpoint) postTx(p *rdmPeer, seq uint64) bool {
 		binary.LittleEndian.PutUint64(h[16:], op.rdm.tag)
 		binary.LittleEndian.PutUint64(h[24:], op.rdm.data)
 		binary.LittleEndian.PutUint64(h[32:], op.raddr)
-		binary.LittleEndian.PutUint64(h[40:], seq)
+		binary.LittleEndian.PutUint64(h[40:], uint64(s.gen[seq])<<32|seq)
 		binary.LittleEndian.PutUint32(h[48:], uint32(op.rdm.opLen))
 		s.sgl[0] = mr.SGE{Addr: ep.injectMR.Addr() + uint64(off), Length: rdmHeader, LKey: ep.injectMR.LKey()}
 		n = 1
@@ -551,6 +565,7 @@ func (ep *Endpoint) postTx(p *rdmPeer, seq uint64) bool {
 		return false
 	}
 	if err != nil {
+		op.rdm.sent = true
 		ep.finishTx(seq, StatusOther)
 	}
 	return true
@@ -576,29 +591,23 @@ func (ep *Endpoint) flushBacklog() bool {
 	return did
 }
 
-// finishTx completes transmit op seq and retires the done prefix.
+// finishTx reports transmit operation seq once, and frees its slot when
+// its work request is over too.
 func (ep *Endpoint) finishTx(seq uint64, st Status) {
-	op := &ep.tx.ops[seq&ep.tx.mask]
-	if op.rdm.fin {
-		return
+	op := &ep.tx.ops[seq]
+	if !op.rdm.fin {
+		op.rdm.fin = true
+		op.cntr.count(st == StatusOK)
+		if (op.report || st != StatusOK) && ep.txCQ != nil {
+			ep.comp = Completion{Context: op.ctx, Flags: op.flags, Status: st, Src: AddrUnspec}
+			ep.txCQ.push(ep.w.id, &ep.comp)
+			ep.txCQ.signal()
+		}
 	}
-	op.rdm.fin = true
-	op.cntr.count(st == StatusOK)
-	if (op.report || st != StatusOK) && ep.txCQ != nil {
-		ep.comp = Completion{Context: op.ctx, Flags: op.flags, Status: st, Src: AddrUnspec}
-		ep.txCQ.push(ep.w.id, &ep.comp)
-		ep.txCQ.signal()
+	if op.rdm.sent && ep.rdm.inUse[seq] {
+		ep.rdm.inUse[seq] = false
+		ep.tx.release(seq)
 	}
-	ep.retireTx()
-}
-
-// retireTx moves the done index over finished operations.
-func (ep *Endpoint) retireTx() {
-	d := ep.tx.done.Load()
-	for d != ep.tx.submitted && ep.tx.ops[d&ep.tx.mask].rdm.fin {
-		d++
-	}
-	ep.tx.done.Store(d)
 }
 
 // cmStart creates the queue pair towards p and asks p to connect.
@@ -648,6 +657,7 @@ func (ep *Endpoint) cmRetry(now int64) {
 // cmFail fails what waits for a connection that never came.
 func (ep *Endpoint) cmFail(p *rdmPeer) {
 	for _, seq := range p.queue {
+		ep.tx.ops[seq].rdm.sent = true
 		ep.finishTx(seq, StatusTimedOut)
 	}
 	p.queue = nil
@@ -760,10 +770,13 @@ func (ep *Endpoint) cmEstablish(qpn, ps, echo uint32) {
 func (ep *Endpoint) rdmSubmitRx() bool {
 	s := ep.rdm
 	did := false
-	for posted := ep.rx.posted.Load(); ep.rx.submitted != posted; ep.rx.submitted++ {
-		seq := ep.rx.submitted
+	for {
+		seq, ok := ep.rx.next()
+		if !ok {
+			break
+		}
 		did = true
-		op := &ep.rx.ops[seq&ep.rx.mask]
+		op := &ep.rx.ops[seq]
 		q := s.untagged
 		if op.flags&FlagTagged != 0 {
 			q = s.tagged
@@ -814,9 +827,6 @@ func (ep *Endpoint) rdmSubmitRx() bool {
 		}
 		_ = q.Post(match.Recv{Context: op.ctx, Src: src, Tag: op.tag, Ignore: op.ignore, Cookie: seq})
 	}
-	if did {
-		ep.retireRx()
-	}
 	return did
 }
 
@@ -864,7 +874,7 @@ func (ep *Endpoint) releaseBuf(m match.Msg) {
 // place copies a message into receive seq and completes it (part of a
 // multi-receive buffer stays posted).
 func (ep *Endpoint) place(seq uint64, payload []byte, tag, data uint64, src Addr, f Flags) {
-	op := &ep.rx.ops[seq&ep.rx.mask]
+	op := &ep.rx.ops[seq]
 	if op.flags&FlagMultiRecv != 0 {
 		used := int(op.ignore) // a multi-receive keeps its fill level here
 		part := op.buf[used:]
@@ -907,24 +917,10 @@ func (ep *Endpoint) report1(op *rxOp, st Status, n int, buf []byte, tag, data ui
 	}
 }
 
-// finishRx completes receive seq and retires the done prefix.
+// finishRx completes receive seq and frees its slot.
 func (ep *Endpoint) finishRx(seq uint64, st Status, n int, buf []byte, tag, data uint64, src Addr, f Flags) {
-	op := &ep.rx.ops[seq&ep.rx.mask]
-	ep.report1(op, st, n, buf, tag, data, src, f)
-	op.nsge = rxRetired
-	ep.retireRx()
-}
-
-// rxRetired marks a finished receive (receives finish out of order).
-const rxRetired = 0xff
-
-// retireRx moves the done index over finished receives.
-func (ep *Endpoint) retireRx() {
-	d := ep.rx.done.Load()
-	for d != ep.rx.submitted && ep.rx.ops[d&ep.rx.mask].nsge == rxRetired {
-		d++
-	}
-	ep.rx.done.Store(d)
+	ep.report1(&ep.rx.ops[seq], st, n, buf, tag, data, src, f)
+	ep.rx.release(seq)
 }
 
 // srcOf is the AV index of the peer behind connection c.
@@ -1097,11 +1093,12 @@ func (ep *Endpoint) answer(c *rdmConn, idx int, kind uint8, reqID uint64, status
 
 // answered completes the operation a response or delivery ack is for.
 func (ep *Endpoint) answered(h rdmHdr, payload []byte) {
-	seq := h.reqID()
-	if seq >= ep.tx.submitted || ep.tx.submitted-seq > uint64(len(ep.tx.ops)) {
-		return
+	id := h.reqID()
+	seq := id & 0xffffffff
+	if seq >= uint64(len(ep.tx.ops)) || !ep.rdm.inUse[seq] || uint64(ep.rdm.gen[seq]) != id>>32 {
+		return // an answer to an operation that is over
 	}
-	op := &ep.tx.ops[seq&ep.tx.mask]
+	op := &ep.tx.ops[seq]
 	if op.rdm.fin || !op.rdm.awaiting {
 		return
 	}
@@ -1128,13 +1125,38 @@ func (ep *Endpoint) rdmReapTx() bool {
 			}
 			continue
 		}
-		op := &ep.tx.ops[v.WRID&ep.tx.mask]
+		op := &ep.tx.ops[v.WRID]
+		op.rdm.sent = true
 		st := statusOf(v.Status, false)
-		if st != StatusOK || !op.rdm.awaiting {
+		if st != StatusOK && st != StatusCanceled {
+			ep.rdmConnFailed(v.QPN)
+		}
+		if st != StatusOK || !op.rdm.awaiting || op.rdm.fin {
 			ep.finishTx(v.WRID, st)
 		}
 	}
 	return n > 0
+}
+
+// rdmConnFailed forgets the connection of a queue pair that failed (an RC
+// error, such as a bad key's access error, ends its queue pair): what
+// was on it completes flushed, and the peer's next operation connects
+// again, as RxM does, instead of every later one failing.
+func (ep *Endpoint) rdmConnFailed(qpn uint32) {
+	c := ep.rdm.byQPN[qpn]
+	for _, p := range ep.rdm.peers {
+		if p == nil || c == nil || p.conn != c || p.state != peerUp {
+			continue
+		}
+		p.conn, p.state = nil, peerIdle
+		if len(p.queue) > 0 && ep.cmStart(p) != nil {
+			for _, seq := range p.queue {
+				ep.tx.ops[seq].rdm.sent = true
+				ep.finishTx(seq, StatusAddrNotAvail)
+			}
+			p.queue = nil
+		}
+	}
 }
 
 // rdmTeardown destroys the endpoint's queue pairs and cancels what is
@@ -1145,11 +1167,18 @@ func (ep *Endpoint) rdmTeardown() {
 		ep.d.dev.Destroy(c.qp)
 	}
 	ep.d.dev.Destroy(s.ud)
-	for ep.tx.submitted != ep.tx.posted.Load() {
-		ep.tx.submitted++
+	for {
+		seq, ok := ep.tx.next()
+		if !ok {
+			break
+		}
+		ep.rdm.inUse[seq] = true
 	}
-	for seq := ep.tx.done.Load(); seq != ep.tx.submitted; seq++ {
-		ep.finishTx(seq, StatusCanceled)
+	for seq, used := range ep.rdm.inUse {
+		if used {
+			ep.tx.ops[seq].rdm.sent = true
+			ep.finishTx(uint64(seq), StatusCanceled)
+		}
 	}
 	ep.rdmSubmitRx()
 	for _, q := range []*match.Queue{s.untagged, s.tagged} {

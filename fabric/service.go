@@ -60,11 +60,11 @@ func (ep *Endpoint) submitTx() bool {
 		}
 		if err != nil {
 			// Refused: complete it in order, as failed.
-			st := verbs.LocQPOpErr
+			op.fail = StatusOther
 			if errors.Is(err, errAHGone) {
-				st = verbs.RemInvReqErr
+				op.fail = StatusAddrNotAvail
 			}
-			ep.vsq.Push(&verbs.Completion{WRID: seq, Status: st, Opcode: verbs.SendCompOpcode(op.op)})
+			ep.vsq.Push(&verbs.Completion{WRID: seq, Status: verbs.LocQPOpErr, Opcode: verbs.SendCompOpcode(op.op)})
 		}
 		ep.tx.submitted++
 		did = true
@@ -121,6 +121,9 @@ func (ep *Endpoint) reapTx(all bool) bool {
 		v := &ep.vc[i]
 		op := &ep.tx.ops[v.WRID&ep.tx.mask]
 		st := statusOf(v.Status, false)
+		if op.fail != StatusOK {
+			st = op.fail
+		}
 		op.cntr.count(st == StatusOK)
 		if (op.report || st != StatusOK) && ep.txCQ != nil && ep.txCQ.room(ep.w.id) > 0 {
 			ep.comp = Completion{Context: op.ctx, Flags: op.flags, Status: st, Src: AddrUnspec}

@@ -40,7 +40,7 @@ func (d *Domain) SharedRx(size int) (*SharedRx, error) {
 		return nil, err
 	}
 	s := &SharedRx{d: d, w: d.pickWorker(), rq: verbs.NewSRQ(size), eps: map[uint32]*Endpoint{}}
-	s.rx.init(size)
+	s.rx.init(size, false)
 	s.vrq = verbs.NewCQ(len(s.rx.ops) + 1)
 	if err := d.exec(s.w, func() error { s.w.addEP(s); return nil }); err != nil {
 		d.refs.done()
@@ -66,7 +66,7 @@ func (s *SharedRx) Recv(b []byte, desc Desc, ctx uint64) error {
 	if err := gather(&op.sgl, &op.nsge, [][]byte{b}, []Desc{desc}, 1); err != nil {
 		return err
 	}
-	s.rx.posted.Store(seq + 1)
+	s.rx.publish(seq)
 	s.w.kick()
 	return nil
 }

@@ -379,6 +379,12 @@ func (r *requester) rnrNAK(q *QP, ps psn.PSN, wait int64, now int64) {
 	if r.rnrRetries != 7 { // 7 retries forever
 		r.rnrRetries--
 	}
+	// The responder has no receive buffer: whatever follows ps is
+	// dropped there too. Resend from ps with the smallest window and
+	// grow again, instead of repeating the whole flight at every RNR NAK
+	// (a flood into a slow receiver became a retransmission storm that
+	// starved the receiver: 418,000 retransmits for 750 messages).
+	r.onLoss(true)
 	r.rewind(ps)
 	r.timer = 0
 	r.rnrUntil = now + wait

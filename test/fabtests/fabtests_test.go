@@ -102,11 +102,13 @@ func run(t *testing.T, p *netnstest.Pair, scenario string) {
 }
 
 // TestFabtestsNamespaces runs fi_msg (with RMA and native atomics), fi_rdm
-// (tagged, unexpected messages, software atomics) and fi_dgram between
-// two namespaces.
+// (tagged, unexpected messages, software atomics), fi_dgram and the RDM
+// suite (cq_data, inject_test, unexpected_msg, rdm_tagged_peek,
+// recv_cancel, multi_recv, multi_mr, av_xfer, flood, rdm_atomic -o all)
+// between two namespaces.
 func TestFabtestsNamespaces(t *testing.T) {
 	p := pairUp(t)
-	for _, s := range []string{"msg", "rdm", "dgram"} {
+	for _, s := range []string{"msg", "rdm", "dgram", "suite"} {
 		t.Run(s, func(t *testing.T) { run(t, p, s) })
 	}
 }

@@ -56,7 +56,7 @@ func open(self string, typ fabric.EPType, p fabric.Progress, service uint16) (*s
 	if s.av, err = s.dom.AV(8); err != nil {
 		return nil, err
 	}
-	if s.mr, err = s.dom.RegisterMemory(make([]byte, 2<<20), 0); err != nil {
+	if s.mr, err = s.dom.RegisterMemory(make([]byte, 8<<20), 0); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -124,6 +124,10 @@ func runRole(role, self, peer string) error {
 		return rdmServer(self)
 	case "rdm-client":
 		return rdmClient(self, peer)
+	case "suite-server":
+		return suiteServer(self)
+	case "suite-client":
+		return suiteClient(self, peer)
 	case "dgram-server":
 		return dgramServer(self)
 	case "dgram-client":
