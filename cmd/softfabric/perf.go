@@ -102,11 +102,11 @@ func cmdPerf(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usagef("--cpus %q: %v", o.cpus, err)
 	}
-	d, err := openDevice(o.iface, cpus)
+	d, closeDevice, err := openDevice(o.iface, cpus)
 	if err != nil {
 		return err
 	}
-	defer d.Close()
+	defer closeDevice()
 	ctx, cancel := signalContext(o.timeout)
 	defer cancel()
 
@@ -255,7 +255,7 @@ func perftestConfig(op string, o perfOpts) perf.PerftestConfig {
 }
 
 // runPerftest is the client of an unmodified perftest BW server.
-func runPerftest(ctx context.Context, d *device.Device, op string, o perfOpts, stdout, stderr io.Writer) error {
+func runPerftest(ctx context.Context, d *perf.Device, op string, o perfOpts, stdout, stderr io.Writer) error {
 	server := o.perftest
 	if _, _, err := net.SplitHostPort(server); err != nil {
 		server = net.JoinHostPort(server, strconv.Itoa(o.port))
@@ -276,7 +276,7 @@ func runPerftest(ctx context.Context, d *device.Device, op string, o perfOpts, s
 }
 
 // servePerftest answers one unmodified perftest BW client.
-func servePerftest(ctx context.Context, d *device.Device, op string, o perfOpts, stdout, stderr io.Writer) error {
+func servePerftest(ctx context.Context, d *perf.Device, op string, o perfOpts, stdout, stderr io.Writer) error {
 	ln, err := net.Listen("tcp", ":"+strconv.Itoa(o.port))
 	if err != nil {
 		return err
@@ -370,19 +370,19 @@ func cmdPingPong(args []string, stdout, stderr io.Writer) error {
 	if o.ud && o.size > 4096 {
 		return usagef("-s %d: a UD message fits one packet, at most 4096 bytes", o.size)
 	}
-	d, err := openDevice(o.iface, nil)
+	d, closeDevice, err := openDevice(o.iface, nil)
 	if err != nil {
 		return err
 	}
-	defer d.Close()
+	defer closeDevice()
 	ctx, cancel := signalContext(2 * time.Minute)
 	defer cancel()
 
 	// Each mode's Serve and Run; zero sizes and MTUs take the tool's
 	// defaults.
 	var (
-		serve func(context.Context, *device.Device, net.Listener) (perf.PingPongResult, error)
-		run   func(context.Context, *device.Device, string) (perf.PingPongResult, error)
+		serve func(context.Context, *perf.Device, net.Listener) (perf.PingPongResult, error)
+		run   func(context.Context, *perf.Device, string) (perf.PingPongResult, error)
 	)
 	switch {
 	case o.ud:
@@ -426,10 +426,16 @@ func cmdPingPong(args []string, stdout, stderr io.Writer) error {
 }
 
 // openDevice opens the softfabric device on iface for this process, its
-// workers pinned to cpus (none: not pinned).
-func openDevice(iface string, cpus []int) (*device.Device, error) {
+// workers pinned to cpus (none: not pinned). The process owns it until
+// it exits; each test runs on it through a fabric domain (the raw
+// baselines, directly).
+func openDevice(iface string, cpus []int) (*perf.Device, func(), error) {
 	if err := needRoot(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return device.Open(iface, device.OpenOptions{CPUs: cpus})
+	d, err := device.Open(iface, device.OpenOptions{CPUs: cpus})
+	if err != nil {
+		return nil, nil, err
+	}
+	return perf.OnDevice(d), func() { _ = d.Close() }, nil
 }

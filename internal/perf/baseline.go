@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/softfabric/softfabric/dataplane/engine"
 	"github.com/softfabric/softfabric/dataplane/link"
 	"github.com/softfabric/softfabric/dataplane/psn"
 	"github.com/softfabric/softfabric/dataplane/wire"
@@ -35,9 +34,10 @@ import (
 // an RC round trip carries it once and returns an ACK (or, for read,
 // carries a small request and the response).
 //
-// The baselines' servers poll as the engine's workers do
-// (engine.Backoff): spinning while traffic comes, sleeping in short steps
-// when none does, so that their CPU time compares with softfabric's.
+// The baselines' servers poll as the engine's workers do (backoff, the
+// pacing of engine.Backoff): spinning while traffic comes, sleeping in
+// short steps when none does, so that their CPU time compares with
+// softfabric's.
 var Baselines = []string{"xdp", "udp"}
 
 // maxUDP is the largest UDP payload over IPv4.
@@ -51,20 +51,22 @@ func (cfg *Config) checkBaseline() error {
 	return nil
 }
 
-func serveBaseline(ctx context.Context, d *device.Device, c *conn, cfg Config) (Result, error) {
+func serveBaseline(ctx context.Context, dv *Device, c *conn, cfg Config) (Result, error) {
 	if err := cfg.checkBaseline(); err != nil {
 		return Result{}, err
 	}
+	d := dv.dev
 	if cfg.Op == "udp" {
 		return serveUDP(ctx, c, cfg)
 	}
 	return serveXDP(ctx, d, c, cfg)
 }
 
-func runBaseline(ctx context.Context, d *device.Device, c *conn, cfg Config) (Result, error) {
+func runBaseline(ctx context.Context, dv *Device, c *conn, cfg Config) (Result, error) {
 	if err := cfg.checkBaseline(); err != nil {
 		return Result{}, err
 	}
+	d := dv.dev
 	if err := c.sendParams(params{Op: cfg.Op, Size: cfg.Size, QPs: 1, Iters: cfg.Iters, Lat: cfg.Lat, MTU: cfg.MTU}); err != nil {
 		return Result{}, err
 	}
@@ -249,7 +251,7 @@ func (s *xdpSink) poll() (int, error) {
 // short sleeps when none does.
 func echoXDP(ctx context.Context, l link.Link, echo [][]byte, done <-chan error) (tally, error) {
 	s := newXDPSink(l, echo)
-	var idle engine.Backoff
+	var idle backoff
 	for {
 		n, err := s.poll()
 		if err != nil {
@@ -266,7 +268,7 @@ func echoXDP(ctx context.Context, l link.Link, echo [][]byte, done <-chan error)
 			return tally{}, ctx.Err()
 		default:
 		}
-		idle.Idle(0, 0)
+		idle.Idle()
 	}
 }
 
@@ -285,7 +287,7 @@ func sinkXDP(ctx context.Context, links []link.Link, done <-chan error) (tally, 
 		go func() {
 			defer wg.Done()
 			s := sinks[i]
-			var idle engine.Backoff
+			var idle backoff
 			for {
 				n, err := s.poll()
 				if err != nil {
@@ -299,7 +301,7 @@ func sinkXDP(ctx context.Context, links []link.Link, done <-chan error) (tally, 
 				if stop.Load() {
 					return
 				}
-				idle.Idle(0, 0)
+				idle.Idle()
 			}
 		}()
 	}
@@ -554,4 +556,14 @@ func printCPURatio(w io.Writer, unit string, client, baseClient, server, baseSer
 		}
 	}
 	fmt.Fprintln(w)
+}
+
+// localGID is the device's GID for the address the exchange runs from.
+func localGID(d *device.Device, c *conn) (netip.Addr, error) {
+	local, _ := localAddr(c.c)
+	gid, ok := d.GID(local)
+	if !ok {
+		return netip.Addr{}, fmt.Errorf("no GID for %v on %s", local, d.Name())
+	}
+	return gid, nil
 }

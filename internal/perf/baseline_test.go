@@ -168,8 +168,8 @@ func TestBaselinesReceivedNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	served := make(chan struct{})
-	go func() { _, _ = Serve(ctx, b, ln); close(served) }()
-	rs, err := Run(ctx, a, ln.Addr().String(), Config{Op: "xdp", Size: 3000, Iters: 100}, Config{Op: "udp", Size: 3000, Iters: 100})
+	go func() { _, _ = Serve(ctx, OnDevice(b), ln); close(served) }()
+	rs, err := Run(ctx, OnDevice(a), ln.Addr().String(), Config{Op: "xdp", Size: 3000, Iters: 100}, Config{Op: "udp", Size: 3000, Iters: 100})
 	<-served // before the devices close
 	var be *BaselineError
 	if !errors.As(err, &be) || be.Op != "xdp" || !strings.Contains(err.Error(), "xdp baseline: the server received none of the 300 frames sent (3 per 3000-byte message); likely") {
@@ -211,7 +211,7 @@ func TestStatsCompatible(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	served := make(chan struct{})
-	go func() { _, _ = Serve(ctx, b, ln); close(served) }()
+	go func() { _, _ = Serve(ctx, OnDevice(b), ln); close(served) }()
 	defer func() { <-served }() // before the devices close
 	nc, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {

@@ -2,43 +2,45 @@ package perf
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/softfabric/softfabric/dataplane/mr"
-	"github.com/softfabric/softfabric/dataplane/verbs"
-	"github.com/softfabric/softfabric/device"
+	"github.com/softfabric/softfabric/fabric"
 )
 
-// lanes spread a test's queue pairs over the device's workers: queue pair
+// lanes spread a test's queue pairs over the domain's workers: queue pair
 // i belongs to lane i % len(lanes), a session of its own (completion
-// queues, receive queue, buffer) on worker i % len(lanes), used only from
-// that worker's goroutine. With one lane everything runs on the caller's
-// goroutine, as before there were workers.
+// queue, buffer, endpoints) on worker i % len(lanes), used only from one
+// goroutine, which (with manual progress) drives that worker by reading
+// the lane's CQ. Latency tests (one request in flight) use one lane.
 type lanes []*session
 
 // newLanes makes one lane per worker, as many as there are queue pairs;
-// latency tests (one request in flight) use one.
-func newLanes(d *device.Device, nqps, size int, lat bool) (lanes, error) {
-	n := min(d.Workers(), nqps)
+// latency tests use one. selective: the client's endpoints report only
+// the last request of each burst.
+func newLanes(fb *fab, nqps, size int, lat, selective bool) (lanes, error) {
+	n := min(fb.dom.Queues(), nqps)
 	if lat || n < 1 {
 		n = 1
 	}
-	ls := make(lanes, n)
-	for w := range ls {
-		k := nqps / n
-		if w < nqps%n {
-			k++
-		}
-		s, err := newSessionOn(d, w, k, size)
+	ls := make(lanes, 0, n)
+	for w := range n {
+		s, err := newSessionOn(fb, w, size, selective, (nqps+n-1)/n)
 		if err != nil {
-			ls[:w].close()
+			ls.close()
 			return nil, err
 		}
-		ls[w] = s
+		ls = append(ls, s)
+	}
+	for i := range nqps {
+		s, _ := ls.at(i)
+		if err := s.addEP(); err != nil {
+			ls.close()
+			return nil, err
+		}
 	}
 	return ls, nil
 }
@@ -49,7 +51,7 @@ func (ls lanes) at(i int) (*session, int) { return ls[i%len(ls)], i / len(ls) }
 func (ls lanes) nqps() int {
 	n := 0
 	for _, s := range ls {
-		n += len(s.qps)
+		n += len(s.eps)
 	}
 	return n
 }
@@ -65,8 +67,8 @@ func (ls lanes) infos(gid netip.Addr) []qpInfo {
 	out := make([]qpInfo, ls.nqps())
 	for i := range out {
 		s, k := ls.at(i)
-		q := s.qps[k]
-		out[i] = qpInfo{QPN: q.QPN(), PSN: s.psns[k], GID: gid, RKey: s.buf.RKey(), VA: s.buf.Addr()}
+		q := s.eps[k].QPInfo()
+		out[i] = qpInfo{QPN: q.QPN, PSN: q.PSN, GID: gid, RKey: uint32(s.mr.Key()), VA: s.mr.Addr()}
 	}
 	return out
 }
@@ -107,73 +109,62 @@ func (ls lanes) transport() Transport {
 }
 
 // serve keeps the lanes' receive queues full and counts receives until
-// done delivers; then it returns the receives counted.
-func (ls lanes) serve(ctx context.Context, d *device.Device, size int, done <-chan error) (int, error) {
-	var finished atomic.Bool
-	var doneErr error
-	go func() {
+// done delivers; then it returns the receives counted. The domain's
+// workers drive the transport (automatic progress); serve only reads
+// the CQs, backing off while nothing arrives.
+func (ls lanes) serve(ctx context.Context, recv bool, done <-chan error) (int, error) {
+	received := 0
+	var idle backoff
+	for {
 		select {
-		case doneErr = <-done:
+		case err := <-done:
+			if err != nil {
+				return 0, err
+			}
+			return received, nil
 		case <-ctx.Done():
+			return 0, ctx.Err()
+		default:
 		}
-		finished.Store(true)
-	}()
-	received := make([]int, len(ls))
-	hook := func(w int) func() (bool, error) {
-		s := ls[w]
-		return func() (bool, error) {
-			n := s.recvCQ.Poll(s.cs)
-			if n > 0 {
-				for _, e := range s.cs[:n] {
-					if e.Status != verbs.Success {
-						return false, fmt.Errorf("receive completed with %v", e.Status)
+		did := false
+		if recv {
+			for _, s := range ls {
+				if err := s.flush(); err != nil {
+					return 0, err
+				}
+				n := s.cq.Read(s.cs)
+				for _, c := range s.cs[:n] {
+					if err := c.Err(); err != nil {
+						return 0, fmt.Errorf("receive completed with %v", err)
+					}
+					if err := s.repost(int(c.Context)); err != nil {
+						return 0, err
 					}
 				}
-				received[w] += n
-				if err := s.postRecvs(size); err != nil {
-					return false, err
-				}
+				received += n
+				did = did || n > 0
 			}
-			if finished.Load() {
-				return false, errFinished
-			}
-			return n > 0, nil
+		}
+		if did {
+			idle.Busy()
+		} else {
+			idle.Idle()
 		}
 	}
-	var err error
-	if len(ls) == 1 {
-		err = d.Run(ctx, hook(0))
-	} else {
-		hooks := make([]func() (bool, error), d.Workers())
-		for w := range ls {
-			hooks[w] = hook(w)
-		}
-		err = d.RunWorkers(ctx, hooks)
-	}
-	if err != errFinished {
-		return 0, err
-	}
-	if doneErr != nil {
-		return 0, doneErr
-	}
-	total := 0
-	for _, n := range received {
-		total += n
-	}
-	return total, nil
 }
 
 // run is the client's measurement: each lane posts its share of the
-// requests and completes them, on its worker's goroutine (RunWorkers), or
-// on this goroutine with every worker's progress when there is one lane.
-func (ls lanes) run(ctx context.Context, d *device.Device, cfg Config, peers []qpInfo) (Result, error) {
+// requests and completes them on a goroutine of its own, pinned to its
+// worker's CPU when the domain has CPUs, driving its worker as it reads
+// its CQ (manual progress) until every lane is done.
+func (ls lanes) run(ctx context.Context, fb *fab, cfg Config, peers []qpInfo) (Result, error) {
 	start := time.Now()
 	// Each lane does its queue pairs' share of the requests; the first
 	// takes the remainder.
 	shares := make([]int, len(ls))
 	sum := 0
 	for w, s := range ls {
-		shares[w] = cfg.Iters * len(s.qps) / ls.nqps()
+		shares[w] = cfg.Iters * len(s.eps) / ls.nqps()
 		sum += shares[w]
 	}
 	shares[0] += cfg.Iters - sum
@@ -181,41 +172,27 @@ func (ls lanes) run(ctx context.Context, d *device.Device, cfg Config, peers []q
 	for w, s := range ls {
 		rs[w] = newRunner(s, cfg, ls.peersOf(w, peers), shares[w], start)
 	}
-	if len(ls) == 1 {
-		// On a goroutine of its own, whose thread may be pinned and then
-		// dies with it.
-		errc := make(chan error, 1)
-		go func() { errc <- rs[0].loop(ctx, d) }()
-		if err := <-errc; err != nil {
-			return Result{}, err
-		}
-		return rs[0].result(ls.transport()), nil
-	}
 	var left atomic.Int32
 	left.Store(int32(len(rs)))
-	errAllDone := errors.New("all lanes done")
-	hooks := make([]func() (bool, error), d.Workers())
+	errs := make([]error, len(rs))
+	var wg sync.WaitGroup
 	for w, r := range rs {
-		counted := false
-		hooks[w] = func() (bool, error) {
-			did := false
-			if !r.done() {
-				var err error
-				if did, err = r.step(ctx); err != nil {
-					return false, err
-				}
-			} else if !counted {
-				counted = true
-				left.Add(-1)
-			}
-			if left.Load() == 0 {
-				return false, errAllDone
-			}
-			return did, nil
+		wg.Add(1)
+		// On a goroutine of its own, whose thread may be pinned and then
+		// dies with it.
+		go func() {
+			defer wg.Done()
+			errs[w] = r.loop(ctx, fb.dom, &left)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return Result{}, err
 		}
 	}
-	if err := d.RunWorkers(ctx, hooks); err != errAllDone {
-		return Result{}, err
+	if len(rs) == 1 {
+		return rs[0].result(ls.transport()), nil
 	}
 	return combine(cfg, rs, start, ls.transport()), nil
 }
@@ -246,22 +223,22 @@ func combine(cfg Config, rs []*runner, start time.Time, t Transport) Result {
 type runner struct {
 	s        *session
 	cfg      Config
-	wrs      []verbs.SendWR
-	sge      [1]mr.SGE
+	reqs     []request
 	iters    int
 	deadline time.Time
 	window   int // requests in flight: cfg.Window per queue pair
 	burst    int
-	// pending holds, per queue pair, the sizes of its bursts in flight.
-	pending           [][]int
-	qpIndex           map[uint32]int
-	lats              []time.Duration
-	postedAt          time.Time
-	marks             []time.Time // peak bandwidth: when each 20th of the run ended
-	posted, completed int
-	next              int // the queue pair of the next burst, round robin
-	stop              bool
-	start, end        time.Time
+	lats     []time.Duration
+	postedAt time.Time
+	marks    []time.Time // peak bandwidth: when each 20th of the run ended
+	posted   int
+	// completed counts the requests done: each reported completion's
+	// context is its burst's size.
+	completed int
+	next      int // the queue pair of the next burst, round robin
+	stop      bool
+	start     time.Time
+	end       time.Time
 }
 
 // peakSlices is how many equal slices of a run peak bandwidth is the best
@@ -269,24 +246,9 @@ type runner struct {
 const peakSlices = 20
 
 func newRunner(s *session, cfg Config, peers []qpInfo, iters int, start time.Time) *runner {
-	r := &runner{s: s, cfg: cfg, iters: iters, start: start, wrs: make([]verbs.SendWR, len(s.qps)),
-		pending: make([][]int, len(s.qps)), qpIndex: make(map[uint32]int, len(s.qps))}
-	r.sge[0] = mr.SGE{Addr: s.buf.Addr(), Length: uint32(cfg.Size), LKey: s.buf.LKey()}
-	for i := range r.wrs {
-		r.wrs[i] = verbs.SendWR{Flags: verbs.Signaled, SGL: r.sge[:], RemoteAddr: peers[i].VA, RKey: peers[i].RKey, CompareAdd: 1}
-		switch cfg.Op {
-		case "write":
-			r.wrs[i].Op = verbs.OpWrite
-		case "read":
-			r.wrs[i].Op = verbs.OpRead
-		case "send":
-			r.wrs[i].Op = verbs.OpSend
-		case "atomic":
-			r.wrs[i].Op = verbs.OpFetchAdd
-		}
-	}
-	for i, q := range s.qps {
-		r.qpIndex[q.QPN()] = i
+	r := &runner{s: s, cfg: cfg, iters: iters, start: start, reqs: make([]request, len(s.eps))}
+	for i := range r.reqs {
+		r.reqs[i].init(s, i, cfg.Op, false, cfg.Size, peers[i])
 	}
 	if cfg.Duration > 0 {
 		r.iters = int(^uint(0) >> 1)
@@ -295,11 +257,11 @@ func newRunner(s *session, cfg Config, peers []qpInfo, iters int, start time.Tim
 	if cfg.Lat {
 		r.lats = make([]time.Duration, 0, min(r.iters, 1<<20))
 	}
-	// Requests go out in bursts, each signalled only on its last request
-	// (perftest's post list and CQ moderation): a burst fills one transmit
-	// batch, and one completion accounts for it. Latency runs use bursts
-	// of one.
-	r.window = cfg.Window * max(1, len(s.qps))
+	// Requests go out in bursts, only the last of each reporting a
+	// completion (perftest's post list and CQ moderation): a burst fills
+	// one transmit batch, and one completion accounts for it. Latency
+	// runs use bursts of one.
+	r.window = cfg.Window * max(1, len(s.eps))
 	if cfg.Lat {
 		r.window = 1
 	}
@@ -307,25 +269,29 @@ func newRunner(s *session, cfg Config, peers []qpInfo, iters int, start time.Tim
 	if cfg.Lat {
 		r.burst = 1
 	}
-	if r.iters == 0 || len(s.qps) == 0 {
+	if r.iters == 0 || len(s.eps) == 0 {
 		r.stop, r.end = true, start
 	}
 	return r
 }
 
-// loop drives every worker of d and the lane on the calling goroutine
-// until the lane is done.
-func (r *runner) loop(ctx context.Context, d *device.Device) error {
-	if err := d.PinThread(r.s.worker); err != nil {
+// loop runs the lane on the calling goroutine until it is done, then
+// keeps driving its worker (frames for other lanes' queue pairs may
+// arrive on its queue) until every lane is.
+func (r *runner) loop(ctx context.Context, dom *fabric.Domain, left *atomic.Int32) error {
+	if err := dom.PinThread(r.s.worker); err != nil {
+		left.Add(-1)
 		return err
 	}
 	for !r.done() {
-		if _, err := d.Progress(); err != nil {
-			return err
-		}
 		if _, err := r.step(ctx); err != nil {
+			left.Add(-1)
 			return err
 		}
+	}
+	left.Add(-1)
+	for left.Load() > 0 {
+		r.s.cq.Read(r.s.cs[:0])
 	}
 	return nil
 }
@@ -339,36 +305,27 @@ func (r *runner) step(ctx context.Context) (bool, error) {
 	did := false
 	for !r.stop && r.posted < r.iters && r.posted-r.completed <= r.window-r.burst {
 		n := min(r.burst, r.iters-r.posted)
-		i := r.next % len(s.qps)
+		i := r.next % len(s.eps)
 		r.next++
 		if cfg.Lat {
 			r.postedAt = time.Now()
 		}
-		for k := 0; k < n; k++ {
-			r.wrs[i].Flags = 0
-			if k == n-1 {
-				r.wrs[i].Flags = verbs.Signaled
-			}
-			if err := s.qps[i].PostSend(&r.wrs[i]); err != nil {
-				return false, err
-			}
+		if err := r.reqs[i].post(n); err != nil {
+			return false, fmt.Errorf("posting %s: %w", cfg.Op, err)
 		}
-		r.pending[i] = append(r.pending[i], n)
 		r.posted += n
 		did = true
 	}
-	n := s.sendCQ.Poll(s.cs)
+	n := s.cq.Read(s.cs)
 	if n == 0 {
 		return did, nil
 	}
 	now := time.Now()
 	for _, e := range s.cs[:n] {
-		if e.Status != verbs.Success {
-			return false, fmt.Errorf("%s completed with %v after %d requests (QP %d: %s)", cfg.Op, e.Status, r.completed, e.QPN, s.qpStats(e.QPN))
+		if err := e.Err(); err != nil {
+			return false, fmt.Errorf("%s completed with %v after %d requests (%s)", cfg.Op, err, r.completed, s.qpStats(int(e.Context>>32)))
 		}
-		i := r.qpIndex[e.QPN]
-		r.completed += r.pending[i][0]
-		r.pending[i] = r.pending[i][1:]
+		r.completed += int(uint32(e.Context))
 	}
 	if cfg.Lat {
 		r.lats = append(r.lats, now.Sub(r.postedAt))

@@ -8,19 +8,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/netip"
 	"slices"
 	"strconv"
 	"time"
 
-	"github.com/softfabric/softfabric/dataplane/engine"
-	"github.com/softfabric/softfabric/dataplane/mr"
-	"github.com/softfabric/softfabric/dataplane/psn"
-	"github.com/softfabric/softfabric/dataplane/rc"
-	"github.com/softfabric/softfabric/dataplane/verbs"
-	"github.com/softfabric/softfabric/device"
+	"github.com/softfabric/softfabric/fabric"
 )
 
 // Ops are the RDMA operations perf measures.
@@ -94,39 +88,12 @@ type WorkerStats struct {
 	HandoffDrops uint64 `json:"handoff_drops"`
 }
 
-// workerDeltas is what each worker's counters grew by.
-func workerDeltas(before, after []engine.Stats) []WorkerStats {
-	out := make([]WorkerStats, len(after))
-	for w, a := range after {
-		var b engine.Stats
-		if w < len(before) {
-			b = before[w]
-		}
-		out[w] = WorkerStats{Worker: w, RxFrames: a.RxFrames - b.RxFrames, TxFrames: a.TxFrames - b.TxFrames,
-			HandedOff: a.HandedOff - b.HandedOff, HandedIn: a.HandedIn - b.HandedIn, HandoffDrops: a.HandoffDrops - b.HandoffDrops}
-	}
-	return out
-}
-
 // Transport counts what a test's queue pairs went through.
 type Transport struct {
 	Retransmits uint64 `json:"retransmits"`
 	Timeouts    uint64 `json:"timeouts"`
 	Probes      uint64 `json:"probes"`
 	SeqNAKs     uint64 `json:"seq_naks"`
-}
-
-// transport sums the counters of the session's queue pairs.
-func (s *session) transport() Transport {
-	var t Transport
-	for _, q := range s.qps {
-		st := q.Stats()
-		t.Retransmits += st.Retransmits
-		t.Timeouts += st.Timeouts
-		t.Probes += st.Probes
-		t.SeqNAKs += st.SeqNAKsRcvd
-	}
-	return t
 }
 
 // plus is t and u added up.
@@ -171,95 +138,10 @@ func (c *Config) check() error {
 	return nil
 }
 
-// session is one end's resources for a test.
-type session struct {
-	d      *device.Device
-	worker int // the worker its queue pairs belong to
-	sendCQ *verbs.CQ
-	recvCQ *verbs.CQ
-	rq     *verbs.RecvQueue
-	qps    []*rc.QP
-	psns   []uint32
-	buf    *mr.Region
-	cs     []verbs.Completion
-}
-
-const all = mr.LocalWrite | mr.RemoteWrite | mr.RemoteRead | mr.RemoteAtomic
-
-func newSession(d *device.Device, nqps, size int) (*session, error) {
-	return newSessionOn(d, 0, nqps, size)
-}
-
-// newSessionOn is newSession with the queue pairs on worker w.
-func newSessionOn(d *device.Device, w, nqps, size int) (*session, error) {
-	s := &session{
-		d:      d,
-		worker: w,
-		sendCQ: verbs.NewCQ(4096),
-		recvCQ: verbs.NewCQ(8192),
-		rq:     verbs.NewSRQ(4096),
-		cs:     make([]verbs.Completion, 256),
-	}
-	buf, err := d.MRs().Register(make([]byte, max(size, 64)), all)
-	if err != nil {
-		return nil, err
-	}
-	s.buf = buf
-	for i := 0; i < nqps; i++ {
-		q, err := d.NewRC(device.QPConfig{SendCQ: s.sendCQ, RecvCQ: s.recvCQ, RQ: s.rq, SQDepth: 1024, Worker: w}, mr.RemoteWrite|mr.RemoteRead|mr.RemoteAtomic)
-		if err != nil {
-			s.close()
-			return nil, err
-		}
-		s.qps = append(s.qps, q)
-		s.psns = append(s.psns, rand.Uint32()&psn.Mask)
-	}
-	return s, nil
-}
-
-func (s *session) close() {
-	for _, q := range s.qps {
-		s.d.Destroy(q)
-	}
-	if s.buf != nil {
-		_ = s.d.MRs().Deregister(s.buf)
-	}
-}
-
-func (s *session) infos(gid netip.Addr) []qpInfo {
-	out := make([]qpInfo, len(s.qps))
-	for i, q := range s.qps {
-		out[i] = qpInfo{QPN: q.QPN(), PSN: s.psns[i], GID: gid, RKey: s.buf.RKey(), VA: s.buf.Addr()}
-	}
-	return out
-}
-
-func (s *session) connect(ctx context.Context, peers []qpInfo, mtu int) error {
-	for i, q := range s.qps {
-		r := device.Remote{QPN: peers[i].QPN, PSN: peers[i].PSN, GID: peers[i].GID}
-		if err := s.d.ConnectRC(ctx, q, s.psns[i], r, device.ConnectOptions{PathMTU: mtu}); err != nil {
-			return fmt.Errorf("connecting QP %d: %w", q.QPN(), err)
-		}
-	}
-	return nil
-}
-
-// postRecvs keeps the shared receive queue full.
-func (s *session) postRecvs(size int) error {
-	sge := [1]mr.SGE{{Addr: s.buf.Addr(), Length: uint32(size), LKey: s.buf.LKey()}}
-	wr := verbs.RecvWR{SGL: sge[:]}
-	for s.rq.Len() < 4000 {
-		if err := s.rq.Post(&wr); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // Serve answers a client on l: it accepts one connection and runs the
 // tests the client asks for, one after another, until the client says
 // QUIT or hangs up. It returns what each test saw.
-func Serve(ctx context.Context, d *device.Device, l net.Listener) ([]Result, error) {
+func Serve(ctx context.Context, d *Device, l net.Listener) ([]Result, error) {
 	nc, err := l.Accept()
 	if err != nil {
 		return nil, err
@@ -300,15 +182,22 @@ func Serve(ctx context.Context, d *device.Device, l net.Listener) ([]Result, err
 	}
 }
 
-// serveRDMA answers one RDMA test.
-func serveRDMA(ctx context.Context, d *device.Device, c *conn, cfg Config) (Result, error) {
+// serveRDMA answers one RDMA test on a domain of its own, whose
+// workers drive the transport (automatic progress).
+func serveRDMA(ctx context.Context, d *Device, c *conn, cfg Config) (Result, error) {
 	if err := cfg.check(); err != nil {
 		return Result{}, err
 	}
-	if cfg.MTU == 0 || cfg.MTU > d.ActiveMTU() {
-		cfg.MTU = d.ActiveMTU()
+	local, _ := localAddr(c.c)
+	fb, err := d.open(ctx, local, fabric.EPMsg, fabric.ProgressAuto, 16, epQueue)
+	if err != nil {
+		return Result{}, err
 	}
-	ls, err := newLanes(d, cfg.QPs, cfg.Size, cfg.Lat)
+	defer fb.close()
+	if cfg.MTU == 0 || cfg.MTU > fb.dom.ActiveMTU() {
+		cfg.MTU = fb.dom.ActiveMTU()
+	}
+	ls, err := newLanes(fb, cfg.QPs, cfg.Size, cfg.Lat, false)
 	if err != nil {
 		return Result{}, err
 	}
@@ -322,7 +211,7 @@ func serveRDMA(ctx context.Context, d *device.Device, c *conn, cfg Config) (Resu
 			return Result{}, err
 		}
 	}
-	gid, err := localGID(d, c)
+	gid, err := fb.gid()
 	if err != nil {
 		return Result{}, err
 	}
@@ -343,19 +232,19 @@ func serveRDMA(ctx context.Context, d *device.Device, c *conn, cfg Config) (Resu
 		return Result{}, err
 	}
 	// The client says DONE over TCP when it has finished; until then keep
-	// the engine running and the receive queues full.
-	before, c0 := d.WorkerStats(), cpuNow()
-	received, err := ls.serve(ctx, d, cfg.Size, c.expectAsync("DONE"))
+	// the receive queues full.
+	before, c0 := fb.dom.WorkerStats(), cpuNow()
+	received, err := ls.serve(ctx, cfg.Op == "send", c.expectAsync("DONE"))
 	if err != nil {
 		return Result{}, err
 	}
 	cpu := c0.since()
 	// Let the last ACKs out before the QPs go away.
-	drainUntil(d, time.Now().Add(20*time.Millisecond))
+	time.Sleep(20 * time.Millisecond)
 	if err := c.sendStats(cpu, "STATS %d", received); err != nil {
 		return Result{}, err
 	}
-	return Result{Op: cfg.Op, Bytes: cfg.Size, QPs: cfg.QPs, MTU: cfg.MTU, Received: received, Workers: workerDeltas(before, d.WorkerStats())}, nil
+	return Result{Op: cfg.Op, Bytes: cfg.Size, QPs: cfg.QPs, MTU: cfg.MTU, Received: received, Workers: workerDeltas(before, fb.dom.WorkerStats())}, nil
 }
 
 // errFinished ends a Run loop whose work is done.
@@ -372,21 +261,6 @@ func (c *conn) expectAsync(word string) <-chan error {
 	return done
 }
 
-func localGID(d *device.Device, c *conn) (netip.Addr, error) {
-	local, _ := localAddr(c.c)
-	gid, ok := d.GID(local)
-	if !ok {
-		return netip.Addr{}, fmt.Errorf("no GID for %v on %s", local, d.Name())
-	}
-	return gid, nil
-}
-
-func drainUntil(d *device.Device, t time.Time) {
-	for time.Now().Before(t) {
-		_, _ = d.Progress()
-	}
-}
-
 func localAddr(c net.Conn) (netip.Addr, error) {
 	ap, err := netip.ParseAddrPort(c.LocalAddr().String())
 	return ap.Addr().Unmap(), err
@@ -397,7 +271,7 @@ func localAddr(c net.Conn) (netip.Addr, error) {
 // measured nothing (*BaselineError) is left out of the results and the
 // tests after it still run; the error returned then joins those, in one
 // line. Any other failure ends the run, with the results before it.
-func Run(ctx context.Context, d *device.Device, server string, cfgs ...Config) ([]Result, error) {
+func Run(ctx context.Context, d *Device, server string, cfgs ...Config) ([]Result, error) {
 	if _, _, err := net.SplitHostPort(server); err != nil {
 		server = net.JoinHostPort(server, strconv.Itoa(DefaultPort))
 	}
@@ -441,12 +315,18 @@ func joinLine(errs []error) error {
 	return fmt.Errorf("%w; %w", errs[0], joinLine(errs[1:]))
 }
 
-func runRDMA(ctx context.Context, d *device.Device, c *conn, cfg Config) (Result, error) {
+func runRDMA(ctx context.Context, d *Device, c *conn, cfg Config) (Result, error) {
 	if err := cfg.check(); err != nil {
 		return Result{}, err
 	}
-	if cfg.MTU == 0 || cfg.MTU > d.ActiveMTU() {
-		cfg.MTU = d.ActiveMTU()
+	local, _ := localAddr(c.c)
+	fb, err := d.open(ctx, local, fabric.EPMsg, fabric.ProgressManual, 2*cfg.Window, 16)
+	if err != nil {
+		return Result{}, err
+	}
+	defer fb.close()
+	if cfg.MTU == 0 || cfg.MTU > fb.dom.ActiveMTU() {
+		cfg.MTU = fb.dom.ActiveMTU()
 	}
 	if err := c.sendParams(params{Op: cfg.Op, Size: cfg.Size, QPs: cfg.QPs, Iters: cfg.Iters, Lat: cfg.Lat, MTU: cfg.MTU}); err != nil {
 		return Result{}, err
@@ -462,12 +342,12 @@ func runRDMA(ctx context.Context, d *device.Device, c *conn, cfg Config) (Result
 			}
 		}
 	}
-	ls, err := newLanes(d, cfg.QPs, cfg.Size, cfg.Lat)
+	ls, err := newLanes(fb, cfg.QPs, cfg.Size, cfg.Lat, cfg.Op != "atomic")
 	if err != nil {
 		return Result{}, err
 	}
 	defer ls.close()
-	gid, err := localGID(d, c)
+	gid, err := fb.gid()
 	if err != nil {
 		return Result{}, err
 	}
@@ -488,14 +368,14 @@ func runRDMA(ctx context.Context, d *device.Device, c *conn, cfg Config) (Result
 	if _, err := c.expect("READY"); err != nil {
 		return Result{}, err
 	}
-	before, c0 := d.WorkerStats(), cpuNow()
-	res, err := ls.run(ctx, d, cfg, peers)
+	before, c0 := fb.dom.WorkerStats(), cpuNow()
+	res, err := ls.run(ctx, fb, cfg, peers)
 	if err != nil {
 		return Result{}, err
 	}
 	cpu := c0.since()
-	drainUntil(d, time.Now().Add(5*time.Millisecond))
-	res.Workers = workerDeltas(before, d.WorkerStats())
+	fb.drainUntil(time.Now().Add(5 * time.Millisecond))
+	res.Workers = workerDeltas(before, fb.dom.WorkerStats())
 	st, err := c.finish()
 	if err != nil {
 		return Result{}, err
@@ -513,18 +393,6 @@ func cutPrefix(s, p string) (string, bool) {
 		return s[len(p):], true
 	}
 	return "", false
-}
-
-// qpStats describes a queue pair's counters, for failure messages.
-func (s *session) qpStats(qpn uint32) string {
-	for _, q := range s.qps {
-		if q.QPN() == qpn {
-			st := q.Stats()
-			return fmt.Sprintf("tx %d rx %d retransmits %d timeouts %d probes %d seq NAKs %d dup responses %d dropped %d",
-				st.TxPackets, st.RxPackets, st.Retransmits, st.Timeouts, st.Probes, st.SeqNAKsRcvd, st.DupResponses, st.Dropped)
-		}
-	}
-	return "unknown"
 }
 
 // defaultIters sets perftest's default iteration counts when none is

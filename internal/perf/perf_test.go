@@ -72,10 +72,10 @@ func runOn(t *testing.T, a, b *device.Device, cfg Config) (client, server Result
 	}
 	srv := make(chan out, 1)
 	go func() {
-		r, err := Serve(ctx, b, ln)
+		r, err := Serve(ctx, OnDevice(b), ln)
 		srv <- out{r, err}
 	}()
-	cs, err := Run(ctx, a, ln.Addr().String(), cfg)
+	cs, err := Run(ctx, OnDevice(a), ln.Addr().String(), cfg)
 	s := <-srv
 	if err != nil || s.err != nil {
 		t.Fatalf("client: %v; server: %v", err, s.err)
@@ -202,11 +202,11 @@ func TestPingPong(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() {
 		s := pp
-		_, err := s.Serve(ctx, b, ln)
+		_, err := s.Serve(ctx, OnDevice(b), ln)
 		errc <- err
 	}()
 	c := pp
-	r, err := c.Run(ctx, a, ln.Addr().String())
+	r, err := c.Run(ctx, OnDevice(a), ln.Addr().String())
 	if serr := <-errc; serr != nil || err != nil {
 		t.Fatalf("client: %v; server: %v", err, serr)
 	}
@@ -227,14 +227,14 @@ func TestCompare(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		errc := make(chan error, 1)
 		go func() {
-			_, err := Serve(ctx, b, ln)
+			_, err := Serve(ctx, OnDevice(b), ln)
 			errc <- err
 		}()
 		var cfgs []Config
 		for _, op := range []string{"write", "xdp", "udp"} {
 			cfgs = append(cfgs, Config{Op: op, Size: 2000, Iters: 200, Lat: lat})
 		}
-		rs, err := Run(ctx, a, ln.Addr().String(), cfgs...)
+		rs, err := Run(ctx, OnDevice(a), ln.Addr().String(), cfgs...)
 		if serr := <-errc; err != nil || serr != nil {
 			t.Fatalf("client: %v; server: %v", err, serr)
 		}

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/softfabric/softfabric/device"
+	"github.com/softfabric/softfabric/fabric"
 )
 
 // Both sides of perftest's own out-of-band exchange (linux-rdma perftest,
@@ -571,13 +571,10 @@ type PerftestQP struct {
 // does not exchange it: -q, -a, and for send -s and -n; write and read
 // need a Size no larger than the server's -s. Connection type RC only, no
 // --report-per-port or -b on the server.
-func RunPerftest(ctx context.Context, d *device.Device, server string, cfg PerftestConfig) (PerftestOutcome, error) {
+func RunPerftest(ctx context.Context, d *Device, server string, cfg PerftestConfig) (PerftestOutcome, error) {
 	var run PerftestOutcome
 	if err := cfg.check(); err != nil {
 		return run, err
-	}
-	if cfg.MTU == 0 || cfg.MTU > d.ActiveMTU() {
-		cfg.MTU = d.ActiveMTU()
 	}
 	if _, _, err := net.SplitHostPort(server); err != nil {
 		server = net.JoinHostPort(server, strconv.Itoa(PerftestDefaultPort))
@@ -591,6 +588,15 @@ func RunPerftest(ctx context.Context, d *device.Device, server string, cfg Perft
 	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Now()) })
 	defer stop()
 	c := &ptConn{c: nc, ctx: ctx, to: 60 * time.Second}
+	local, _ := localAddr(nc)
+	fb, err := d.open(ctx, local, fabric.EPMsg, fabric.ProgressManual, 2*ptTxDepth, 16)
+	if err != nil {
+		return run, err
+	}
+	defer fb.close()
+	if cfg.MTU == 0 || cfg.MTU > fb.dom.ActiveMTU() {
+		cfg.MTU = fb.dom.ActiveMTU()
+	}
 
 	p, err := c.prelude(cfg.MTU)
 	if err != nil {
@@ -598,19 +604,18 @@ func RunPerftest(ctx context.Context, d *device.Device, server string, cfg Perft
 	}
 	run.PeerVersion, run.MTU = p.version, p.mtu
 
-	s, err := newSession(d, cfg.QPs, cfg.Size)
+	s, err := openSession(fb, cfg.QPs, cfg.Size, cfg.Op != "atomic")
 	if err != nil {
 		return run, err
 	}
 	defer s.close()
-	local, _ := localAddr(nc)
-	gid, ok := d.GID(local)
-	if !ok {
-		return run, fmt.Errorf("no GID for %v on %s", local, d.Name())
+	gid, err := fb.gid()
+	if err != nil {
+		return run, err
 	}
 	mine := make([]ptDest, cfg.QPs)
-	for i, q := range s.qps {
-		mine[i] = ptDest{OutReads: ptOutReads, QPN: q.QPN(), PSN: s.psns[i], RKey: s.buf.RKey(), VA: s.buf.Addr(), GID: gid.As16()}
+	for i, q := range s.infos(gid) {
+		mine[i] = ptDest{OutReads: ptOutReads, QPN: q.QPN, PSN: q.PSN, RKey: q.RKey, VA: q.VA, GID: gid.As16()}
 	}
 	theirs, err := c.keys("QP keys", mine)
 	if err != nil {
@@ -621,14 +626,14 @@ func RunPerftest(ctx context.Context, d *device.Device, server string, cfg Perft
 		return run, err
 	}
 	peers := make([]qpInfo, cfg.QPs)
-	for i, q := range s.qps {
+	for i, ep := range s.eps {
 		t := theirs[i]
 		peers[i] = qpInfo{QPN: t.QPN, PSN: t.PSN, GID: netip.AddrFrom16(t.GID), RKey: t.RKey, VA: t.VA}
 		// ctx_connect: the initiator depth is the peer's out_reads.
 		rd := uint8(min(ptOutReads, max(t.OutReads, 1)))
-		r := device.Remote{QPN: t.QPN, PSN: t.PSN, GID: peers[i].GID}
-		if err := d.ConnectRC(ctx, q, s.psns[i], r, device.ConnectOptions{PathMTU: p.mtu, RdAtomic: rd}); err != nil {
-			return run, fmt.Errorf("connecting QP %d: %w", q.QPN(), err)
+		r := fabric.QPInfo{QPN: t.QPN, PSN: t.PSN, GID: peers[i].GID}
+		if err := ep.ConnectQP(ctx, r, fabric.QPOptions{PathMTU: p.mtu, RdAtomic: rd}); err != nil {
+			return run, fmt.Errorf("connecting QP %d: %w", mine[i].QPN, err)
 		}
 	}
 	barrier := func(what string) error {
@@ -676,7 +681,7 @@ func RunPerftest(ctx context.Context, d *device.Device, server string, cfg Perft
 	}
 	// Let the last ACKs (and, for read, our last acknowledgement of the
 	// responses) settle before the server tears its QPs down.
-	drainUntil(d, time.Now().Add(5*time.Millisecond))
+	fb.drainUntil(time.Now().Add(5 * time.Millisecond))
 
 	if !send {
 		if err := barrier("end of test"); err != nil {

@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"math"
 	"time"
-
-	"github.com/softfabric/softfabric/dataplane/mr"
-	"github.com/softfabric/softfabric/dataplane/verbs"
 )
 
 // The data path of perftest's BW tests, counted as perftest counts it:
@@ -26,27 +23,10 @@ const (
 // send or atomic test, timed from the first post to the last completion.
 // Nothing in its loop allocates.
 func (s *session) ptRun(ctx context.Context, cfg PerftestConfig, size, mtu int, peers []qpInfo) (Result, PerftestLine, error) {
-	nq := len(s.qps)
-	wrs := make([]verbs.SendWR, nq)
-	length := size
-	if cfg.Op == "atomic" {
-		length = 8
-	}
-	sge := [1]mr.SGE{{Addr: s.buf.Addr(), Length: uint32(length), LKey: s.buf.LKey()}}
-	for i := range wrs {
-		wrs[i] = verbs.SendWR{SGL: sge[:], RemoteAddr: peers[i].VA, RKey: peers[i].RKey}
-		switch {
-		case cfg.Op == "write":
-			wrs[i].Op = verbs.OpWrite
-		case cfg.Op == "read":
-			wrs[i].Op = verbs.OpRead
-		case cfg.Op == "send":
-			wrs[i].Op = verbs.OpSend
-		case cfg.CmpSwap:
-			wrs[i].Op, wrs[i].CompareAdd, wrs[i].Swap = verbs.OpCmpSwap, 0, 1
-		default:
-			wrs[i].Op, wrs[i].CompareAdd = verbs.OpFetchAdd, 1
-		}
+	nq := len(s.eps)
+	reqs := make([]request, nq)
+	for i := range reqs {
+		reqs[i].init(s, i, cfg.Op, cfg.CmpSwap, size, peers[i])
 	}
 	perQP, total := cfg.Iters, cfg.Iters*nq
 	var deadline time.Time
@@ -54,18 +34,10 @@ func (s *session) ptRun(ctx context.Context, cfg PerftestConfig, size, mtu int, 
 		perQP, total = math.MaxInt, math.MaxInt
 		deadline = time.Now().Add(cfg.Duration)
 	}
-	// Per QP: requests posted and completed, and the sizes of the bursts
-	// in flight (a ring: each burst ends with its one signalled request,
-	// and a QP's completions come in order).
+	// Per QP: requests posted and completed (each reported completion's
+	// context names its QP and counts its burst).
 	posted := make([]int, nq)
 	done := make([]int, nq)
-	ring := make([]int32, nq*ptTxDepth)
-	head := make([]int, nq)
-	inRing := make([]int, nq)
-	qpIndex := make(map[uint32]int, nq)
-	for i, q := range s.qps {
-		qpIndex[q.QPN()] = i
-	}
 	before := s.transport()
 	// Completions come a burst at a time: a slice spans a few bursts at
 	// least, or the run has a single slice (peak = average).
@@ -82,37 +54,24 @@ func (s *session) ptRun(ctx context.Context, cfg PerftestConfig, size, mtu int, 
 		for i := 0; i < nq && !stop; i++ {
 			for posted[i] < perQP && posted[i]-done[i] < ptTxDepth {
 				n := min(ptBurst, perQP-posted[i], ptTxDepth-(posted[i]-done[i]))
-				for k := 0; k < n; k++ {
-					wrs[i].Flags = 0
-					if k == n-1 {
-						wrs[i].Flags = verbs.Signaled
-					}
-					if err := s.qps[i].PostSend(&wrs[i]); err != nil {
-						return Result{}, PerftestLine{}, err
-					}
+				if err := reqs[i].post(n); err != nil {
+					return Result{}, PerftestLine{}, err
 				}
-				ring[i*ptTxDepth+(head[i]+inRing[i])%ptTxDepth] = int32(n)
-				inRing[i]++
 				posted[i] += n
 			}
 		}
-		if _, err := s.d.Progress(); err != nil {
-			return Result{}, PerftestLine{}, err
-		}
-		n := s.sendCQ.Poll(s.cs)
+		n := s.cq.Read(s.cs)
 		if n > 0 {
 			last = time.Now()
 			for _, e := range s.cs[:n] {
-				if e.Status != verbs.Success {
-					return Result{}, PerftestLine{}, fmt.Errorf("%s of %d bytes completed with %v after %d requests (QP %d: %s)", cfg.Op, size, e.Status, completed, e.QPN, s.qpStats(e.QPN))
+				i := int(e.Context >> 32)
+				if err := e.Err(); err != nil {
+					return Result{}, PerftestLine{}, fmt.Errorf("%s of %d bytes completed with %v after %d requests (%s)", cfg.Op, size, err, completed, s.qpStats(i))
 				}
-				i, ok := qpIndex[e.QPN]
-				if !ok || inRing[i] == 0 {
-					return Result{}, PerftestLine{}, fmt.Errorf("unexpected completion on QP %d", e.QPN)
+				b := int(uint32(e.Context))
+				if i >= nq || posted[i]-done[i] < b {
+					return Result{}, PerftestLine{}, fmt.Errorf("unexpected completion on QP %d", i)
 				}
-				b := int(ring[i*ptTxDepth+head[i]])
-				head[i] = (head[i] + 1) % ptTxDepth
-				inRing[i]--
 				done[i] += b
 				completed += b
 			}
@@ -170,22 +129,17 @@ func (l PerftestLine) result(op string, qps, mtu int) Result {
 }
 
 // ptReceiver is the send server's side of run_iter_bw_server: it counts
-// receive completions per QP and keeps the shared receive queue full.
+// receive completions per QP and keeps the receive queues full.
 type ptReceiver struct {
 	s           *session
 	length      int // of each receive
-	qpIndex     map[uint32]int
 	perQP       []int
 	total       int
 	first, last time.Time
 }
 
 func newPTReceiver(s *session, length int) *ptReceiver {
-	r := &ptReceiver{s: s, length: length, qpIndex: make(map[uint32]int, len(s.qps)), perQP: make([]int, len(s.qps))}
-	for i, q := range s.qps {
-		r.qpIndex[q.QPN()] = i
-	}
-	return r
+	return &ptReceiver{s: s, length: length, perQP: make([]int, len(s.eps))}
 }
 
 // reset starts counting a new size.
@@ -200,24 +154,30 @@ func (r *ptReceiver) started() { r.first = time.Now() }
 
 // poll takes the receive completions there are and reposts receives.
 func (r *ptReceiver) poll() (bool, error) {
-	n := r.s.recvCQ.Poll(r.s.cs)
+	if err := r.s.flush(); err != nil {
+		return false, err
+	}
+	n := r.s.cq.Read(r.s.cs)
 	if n == 0 {
 		return false, nil
 	}
 	now := time.Now()
 	for _, e := range r.s.cs[:n] {
-		if e.Status != verbs.Success {
-			return false, fmt.Errorf("receive %d completed with %v (a message larger than --size %d?)", r.total+1, e.Status, r.length)
+		if err := e.Err(); err != nil {
+			return false, fmt.Errorf("receive %d completed with %v (a message larger than --size %d?)", r.total+1, err, r.length)
 		}
-		i, ok := r.qpIndex[e.QPN]
-		if !ok {
-			return false, fmt.Errorf("receive completion on unknown QP %d", e.QPN)
+		i := int(e.Context)
+		if i >= len(r.perQP) {
+			return false, fmt.Errorf("receive completion on unknown QP %d", i)
 		}
 		r.perQP[i]++
+		if err := r.s.repost(i); err != nil {
+			return false, err
+		}
 	}
 	r.total += n
 	r.last = now
-	return true, r.s.postRecvs(r.length)
+	return true, nil
 }
 
 // line is print_report_bw for the server: noPeak, and the time to the

@@ -10,28 +10,27 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/softfabric/softfabric/device"
+	"github.com/softfabric/softfabric/fabric"
 )
 
 // The server side of perftest's exchange (see perftest.go): what the
 // ib_*_bw mains do when started without a server name, so that unmodified
 // perftest clients can measure softfabric.
 
-// ptServe runs the server's steps once its QPs are connected: the device
-// runs while each message is awaited, as a verbs device runs by itself
-// beside perftest's blocking reads.
+// ptServe runs the server's steps once its QPs are connected: the
+// domain's workers drive the transport (automatic progress) while each
+// message is awaited, as a verbs device runs by itself beside perftest's
+// blocking reads.
 type ptServe struct {
-	d    *device.Device
 	c    *ptConn
-	hook func() (bool, error) // runs with the device (the send server's receives)
+	hook func() (bool, error) // polled while a message is awaited (the send server's receives)
 }
 
-// await runs the device (and hook) until ch delivers. The device backs off
-// to a blocking wait when idle, leaving the processor to the goroutine
-// reading the message, and the hook allocates nothing.
+// await waits until ch delivers, polling hook meanwhile and backing off
+// while nothing happens; the hook allocates nothing.
 func (sv *ptServe) await(ch <-chan ptMsg) ([]byte, error) {
 	var got ptMsg
-	err := sv.d.Run(sv.c.ctx, func() (bool, error) {
+	err := sv.poll(func() (bool, error) {
 		select {
 		case got = <-ch:
 			return false, errFinished
@@ -46,6 +45,26 @@ func (sv *ptServe) await(ch <-chan ptMsg) ([]byte, error) {
 		return nil, err
 	}
 	return got.b, got.err
+}
+
+// poll calls f until it fails (errFinished: done), spinning while f
+// does something and backing off while it does not.
+func (sv *ptServe) poll(f func() (bool, error)) error {
+	var idle backoff
+	for n := 1; ; n++ {
+		did, err := f()
+		if err != nil {
+			return err
+		}
+		if n&1023 == 0 && sv.c.ctx.Err() != nil {
+			return sv.c.ctx.Err()
+		}
+		if did {
+			idle.Busy()
+		} else {
+			idle.Idle()
+		}
+	}
 }
 
 // xchg is the server's half of a step: read the client's message (within
@@ -64,16 +83,13 @@ func (sv *ptServe) xchg(what string, msg []byte, to time.Duration) ([]byte, erro
 // match the client's command line where perftest does not exchange it:
 // -q, -a, and for send -s and -n (the server counts -n receives on each
 // QP); write and read need a Size at least the client's -s.
-func ServePerftest(ctx context.Context, d *device.Device, l net.Listener, cfg PerftestConfig) (PerftestOutcome, error) {
+func ServePerftest(ctx context.Context, d *Device, l net.Listener, cfg PerftestConfig) (PerftestOutcome, error) {
 	var sv PerftestOutcome
 	if err := cfg.check(); err != nil {
 		return sv, err
 	}
 	if cfg.Duration > 0 {
 		return sv, errors.New("perftest: a server runs as long as its client; no --duration")
-	}
-	if cfg.MTU == 0 || cfg.MTU > d.ActiveMTU() {
-		cfg.MTU = d.ActiveMTU()
 	}
 	if dl, ok := l.(interface{ SetDeadline(time.Time) error }); ok {
 		stop := context.AfterFunc(ctx, func() { _ = dl.SetDeadline(time.Now()) })
@@ -90,6 +106,15 @@ func ServePerftest(ctx context.Context, d *device.Device, l net.Listener, cfg Pe
 	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Now()) })
 	defer stop()
 	c := &ptConn{c: nc, ctx: ctx, to: 60 * time.Second, server: true}
+	local, _ := localAddr(nc)
+	fb, err := d.open(ctx, local, fabric.EPMsg, fabric.ProgressAuto, 16, epQueue)
+	if err != nil {
+		return sv, err
+	}
+	defer fb.close()
+	if cfg.MTU == 0 || cfg.MTU > fb.dom.ActiveMTU() {
+		cfg.MTU = fb.dom.ActiveMTU()
+	}
 
 	p, err := c.prelude(cfg.MTU)
 	if err != nil {
@@ -100,19 +125,18 @@ func ServePerftest(ctx context.Context, d *device.Device, l net.Listener, cfg Pe
 	// The client's requests of a QP land at its VA onwards, stepping
 	// through one cycle buffer for messages up to half of it
 	// (increase_rem_addr), through the message itself for larger ones.
-	s, err := newSession(d, cfg.QPs, max(cfg.Size, p.cycle)+p.cycle)
+	s, err := openSession(fb, cfg.QPs, max(cfg.Size, p.cycle)+p.cycle, false)
 	if err != nil {
 		return sv, err
 	}
 	defer s.close()
-	local, _ := localAddr(nc)
-	gid, ok := d.GID(local)
-	if !ok {
-		return sv, fmt.Errorf("no GID for %v on %s", local, d.Name())
+	gid, err := fb.gid()
+	if err != nil {
+		return sv, err
 	}
 	mine := make([]ptDest, cfg.QPs)
-	for i, q := range s.qps {
-		mine[i] = ptDest{OutReads: ptOutReads, QPN: q.QPN(), PSN: s.psns[i], RKey: s.buf.RKey(), VA: s.buf.Addr(), GID: gid.As16()}
+	for i, q := range s.infos(gid) {
+		mine[i] = ptDest{OutReads: ptOutReads, QPN: q.QPN, PSN: q.PSN, RKey: q.RKey, VA: q.VA, GID: gid.As16()}
 	}
 	theirs, err := c.keys("QP keys", mine)
 	if err != nil {
@@ -122,17 +146,17 @@ func ServePerftest(ctx context.Context, d *device.Device, l net.Listener, cfg Pe
 	if err := checkGIDs(gid, theirs, "client"); err != nil {
 		return sv, err
 	}
-	for i, q := range s.qps {
+	for i, ep := range s.eps {
 		t := theirs[i]
 		// Our responder resources are the out_reads we announced, which
 		// the client takes as its initiator depth.
-		r := device.Remote{QPN: t.QPN, PSN: t.PSN, GID: netip.AddrFrom16(t.GID)}
-		if err := d.ConnectRC(ctx, q, s.psns[i], r, device.ConnectOptions{PathMTU: p.mtu, RdAtomic: ptOutReads}); err != nil {
-			return sv, fmt.Errorf("connecting QP %d: %w", q.QPN(), err)
+		r := fabric.QPInfo{QPN: t.QPN, PSN: t.PSN, GID: netip.AddrFrom16(t.GID)}
+		if err := ep.ConnectQP(ctx, r, fabric.QPOptions{PathMTU: p.mtu, RdAtomic: ptOutReads}); err != nil {
+			return sv, fmt.Errorf("connecting QP %d: %w", mine[i].QPN, err)
 		}
 	}
 
-	srv := &ptServe{d: d, c: c}
+	srv := &ptServe{c: c}
 	barrier := func(what string, to time.Duration) error {
 		rem, err := srv.xchg(what, mine[0].marshal(), to)
 		if err == nil {
@@ -253,7 +277,7 @@ func (sv *ptServe) receive(s *session, cfg PerftestConfig, me ptDest) ([]Perftes
 		}
 		next := sv.c.readAsync(what, ptKeySizeGID, 0)
 		var early *ptMsg
-		err = sv.d.Run(sv.c.ctx, func() (bool, error) {
+		err = sv.poll(func() (bool, error) {
 			select {
 			case m := <-next:
 				early = &m
@@ -273,9 +297,6 @@ func (sv *ptServe) receive(s *session, cfg PerftestConfig, me ptDest) ([]Perftes
 			// The client has finished: whatever it sent is in by now, if
 			// not yet taken from the queue.
 			for end := time.Now().Add(10 * time.Millisecond); rcv.total < want && time.Now().Before(end); {
-				if _, err := sv.d.Progress(); err != nil {
-					return nil, err
-				}
 				if _, err := rcv.poll(); err != nil {
 					return nil, err
 				}

@@ -25,6 +25,7 @@ import (
 	"github.com/softfabric/softfabric/dataplane/rc"
 	"github.com/softfabric/softfabric/dataplane/verbs"
 	"github.com/softfabric/softfabric/device"
+	"github.com/softfabric/softfabric/fabric"
 )
 
 // The key message as perftest's ethernet_write_keys builds it:
@@ -764,7 +765,7 @@ func TestRunPerftestAgainstFakeServer(t *testing.T) {
 				rep, got, err := fakePerftestServer(ctx, b, ln, ft)
 				srv <- out{rep, got, err}
 			}()
-			run, err := RunPerftest(ctx, a, ln.Addr().String(), ft.config())
+			run, err := RunPerftest(ctx, OnDevice(a), ln.Addr().String(), ft.config())
 			s := <-srv
 			if err != nil || s.err != nil {
 				t.Fatalf("client: %v; server: %v", err, s.err)
@@ -816,7 +817,7 @@ func TestServePerftestAgainstFakeClient(t *testing.T) {
 			}
 			srv := make(chan out, 1)
 			go func() {
-				sv, err := ServePerftest(ctx, b, ln, ft.config())
+				sv, err := ServePerftest(ctx, OnDevice(b), ln, ft.config())
 				srv <- out{sv, err}
 			}()
 			rep, err := fakePerftestClient(ctx, a, ln.Addr().String(), ft, "")
@@ -861,7 +862,7 @@ func TestServePerftestWrongSizes(t *testing.T) {
 			ft := fakeTest{op: "write", size: 4096, iters: 20, qps: 1}
 			srv := make(chan error, 1)
 			go func() {
-				_, err := ServePerftest(ctx, b, ln, ft.config())
+				_, err := ServePerftest(ctx, OnDevice(b), ln, ft.config())
 				srv <- err
 			}()
 			_, err := fakePerftestClient(ctx, a, ln.Addr().String(), ft, m)
@@ -883,7 +884,7 @@ func TestServePerftestCountMismatch(t *testing.T) {
 	defer cancel()
 	srv := make(chan error, 1)
 	go func() {
-		_, err := ServePerftest(ctx, b, ln, PerftestConfig{Op: "send", Size: 1024, Iters: 50, QPs: 2})
+		_, err := ServePerftest(ctx, OnDevice(b), ln, PerftestConfig{Op: "send", Size: 1024, Iters: 50, QPs: 2})
 		srv <- err
 	}()
 	_, _ = fakePerftestClient(ctx, a, ln.Addr().String(), fakeTest{op: "send", size: 1024, iters: 40, qps: 2}, "")
@@ -905,10 +906,10 @@ func runPerftestPair(t *testing.T, cfg PerftestConfig, faults memlink.Faults) (P
 	}
 	srv := make(chan out, 1)
 	go func() {
-		sv, err := ServePerftest(ctx, b, ln, cfg)
+		sv, err := ServePerftest(ctx, OnDevice(b), ln, cfg)
 		srv <- out{sv, err}
 	}()
-	run, err := RunPerftest(ctx, a, ln.Addr().String(), cfg)
+	run, err := RunPerftest(ctx, OnDevice(a), ln.Addr().String(), cfg)
 	s := <-srv
 	if err != nil || s.err != nil {
 		t.Fatalf("client: %v; server: %v", err, s.err)
@@ -1016,17 +1017,27 @@ func TestPerftestRunAllocs(t *testing.T) {
 	a, b := pairWith(t, memlink.Config{Capacity: 256}, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sa, err := newSession(a, 2, 4096)
+	gid := a.GIDs()[0]
+	fa, err := OnDevice(a).open(ctx, gid.Unmap(), fabric.EPMsg, fabric.ProgressManual, 2*ptTxDepth, epQueue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fa.close()
+	fb, err := OnDevice(b).open(ctx, gid.Unmap(), fabric.EPMsg, fabric.ProgressManual, 2*ptTxDepth, epQueue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fb.close()
+	sa, err := newSession(fa, 2, 4096)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sa.close()
-	sb, err := newSession(b, 2, 4096)
+	sb, err := newSession(fb, 2, 4096)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sb.close()
-	gid := a.GIDs()[0]
 	if err := sa.connect(ctx, sb.infos(gid), 1024); err != nil {
 		t.Fatal(err)
 	}
@@ -1042,7 +1053,7 @@ func TestPerftestRunAllocs(t *testing.T) {
 			case <-stop:
 				return
 			default:
-				_, _ = b.Progress()
+				fb.dom.Progress()
 			}
 		}
 	}()

@@ -4,16 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/netip"
 	"strconv"
 	"time"
 
-	"github.com/softfabric/softfabric/dataplane/mr"
-	"github.com/softfabric/softfabric/dataplane/psn"
-	"github.com/softfabric/softfabric/dataplane/verbs"
-	"github.com/softfabric/softfabric/device"
+	"github.com/softfabric/softfabric/fabric"
 )
 
 // PingPong runs ibv_rc_pingpong's test: both ends post receives, the client
@@ -65,62 +61,106 @@ func (pp *PingPong) defaults() {
 	}
 }
 
-func (pp *PingPong) encode(qpn, p uint32, gid netip.Addr) []byte {
-	return encodePPAddr(pp.WireGID, PPAddr{QPN: qpn, PSN: p, GID: gid})
+func (pp *PingPong) encode(q fabric.QPInfo) []byte {
+	return encodePPAddr(pp.WireGID, PPAddr{QPN: q.QPN, PSN: q.PSN, GID: q.GID})
 }
 
-func (pp *PingPong) decode(msg []byte) (device.Remote, error) {
+func (pp *PingPong) decode(msg []byte) (fabric.QPInfo, error) {
 	a, err := decodePPAddr(pp.ParseWireGID, msg)
 	if err != nil {
-		return device.Remote{}, err
+		return fabric.QPInfo{}, err
 	}
-	return device.Remote{QPN: a.QPN, PSN: a.PSN, GID: a.GID}, nil
+	return fabric.QPInfo{QPN: a.QPN, PSN: a.PSN, GID: a.GID}, nil
 }
 
+// ppEnd is one end of ibv_rc_pingpong's test: one MSG endpoint, its CQ
+// and buffer, on a domain with manual progress (the loop drives it).
 type ppEnd struct {
-	d          *device.Device
-	scq, rcq   *verbs.CQ
-	rq         *verbs.RecvQueue
-	buf        *mr.Region
-	sgl        [1]mr.SGE
-	localPSN   uint32
-	pp         *PingPong
-	cs         [16]verbs.Completion
-	qpDestroy  func()
-	postRecv   func() error
-	postSend   func() error
-	connectQPN uint32
+	fb   *fab
+	pp   *PingPong
+	cq   *fabric.CQ
+	ep   *fabric.Endpoint
+	mr   *fabric.MR
+	buf  []byte
+	cs   [16]fabric.Completion
+	self fabric.QPInfo
 }
 
-func (pp *PingPong) setup(d *device.Device) (*ppEnd, func(context.Context, device.Remote) error, error) {
-	e := &ppEnd{d: d, scq: verbs.NewCQ(1024), rcq: verbs.NewCQ(1024), rq: verbs.NewRecvQueue(512), pp: pp, localPSN: rand.Uint32() & psn.Mask}
-	buf, err := d.MRs().Register(make([]byte, max(pp.Size, 1)), mr.LocalWrite)
+const ppRCRxDepth = 500 // ibv_rc_pingpong's rx_depth
+
+// setup opens the end's domain (the exchange runs from nc's local
+// address), endpoint and buffer, and posts the receives.
+func (pp *PingPong) setup(ctx context.Context, d *Device, nc net.Conn) (*ppEnd, error) {
+	local, _ := localAddr(nc)
+	fb, err := d.open(ctx, local, fabric.EPMsg, fabric.ProgressManual, 16, ppRCRxDepth)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	e.buf = buf
-	e.sgl[0] = mr.SGE{Addr: buf.Addr(), Length: uint32(pp.Size), LKey: buf.LKey()}
-	q, err := d.NewRC(device.QPConfig{SendCQ: e.scq, RecvCQ: e.rcq, RQ: e.rq}, 0)
-	if err != nil {
-		_ = d.MRs().Deregister(buf)
-		return nil, nil, err
+	e := &ppEnd{fb: fb, pp: pp, buf: make([]byte, max(pp.Size, 1))}
+	if err := e.open(); err != nil {
+		e.close()
+		return nil, err
 	}
-	e.connectQPN = q.QPN()
-	e.qpDestroy = func() { d.Destroy(q); _ = d.MRs().Deregister(buf) }
-	recv := verbs.RecvWR{ID: 1, SGL: e.sgl[:]}
-	send := verbs.SendWR{ID: 2, Op: verbs.OpSend, Flags: verbs.Signaled, SGL: e.sgl[:]}
-	e.postRecv = func() error { return q.PostRecv(&recv) }
-	e.postSend = func() error { return q.PostSend(&send) }
-	connect := func(ctx context.Context, r device.Remote) error {
-		return d.ConnectRC(ctx, q, e.localPSN, r, device.ConnectOptions{PathMTU: min(pp.MTU, d.ActiveMTU())})
+	if e.self.GID, err = fb.gid(); err != nil {
+		e.close()
+		return nil, err
 	}
-	for i := 0; i < 500; i++ { // ibv_rc_pingpong's rx_depth
+	for i := 0; i < ppRCRxDepth; i++ {
 		if err := e.postRecv(); err != nil {
-			e.qpDestroy()
-			return nil, nil, err
+			e.close()
+			return nil, err
 		}
 	}
-	return e, connect, nil
+	// Hand the receives to the queue pair now (manual progress), as
+	// ibv_post_recv does.
+	fb.dom.Progress()
+	return e, nil
+}
+
+func (e *ppEnd) open() error {
+	var err error
+	if e.cq, err = e.fb.dom.CQ(e.fb.cqSize(1)); err != nil {
+		return err
+	}
+	if e.mr, err = e.fb.dom.RegisterMemory(e.buf, 0); err != nil {
+		return err
+	}
+	if e.ep, err = e.fb.dom.Endpoint(&e.fb.info); err != nil {
+		return err
+	}
+	if err := e.ep.Bind(e.cq, 0); err != nil {
+		return err
+	}
+	if err := e.ep.Enable(); err != nil {
+		return err
+	}
+	e.self = e.ep.QPInfo()
+	return nil
+}
+
+func (e *ppEnd) close() {
+	if e.ep != nil {
+		_ = e.ep.Close()
+	}
+	if e.mr != nil {
+		_ = e.mr.Close()
+	}
+	if e.cq != nil {
+		_ = e.cq.Close()
+	}
+	e.fb.close()
+}
+
+func (e *ppEnd) postRecv() error {
+	return e.ep.Recv(e.buf[:e.pp.Size], e.mr.Desc(), fabric.AddrUnspec, 1)
+}
+
+func (e *ppEnd) postSend() error {
+	return e.ep.Send(e.buf[:e.pp.Size], e.mr.Desc(), fabric.AddrUnspec, 2)
+}
+
+func (e *ppEnd) connect(ctx context.Context, r fabric.QPInfo) error {
+	return e.ep.ConnectQP(ctx, r, fabric.QPOptions{PathMTU: min(e.pp.MTU, e.fb.dom.ActiveMTU())})
 }
 
 // loop runs ibv_rc_pingpong's completion loop.
@@ -135,42 +175,34 @@ func (e *ppEnd) loop(ctx context.Context, client bool) (PingPongResult, error) {
 		}
 		pending |= sendID
 	}
-	routs := 500
+	routs := ppRCRxDepth
 	rcnt, scnt := 0, 0
-	if client {
-		scnt = 0
-	}
 	for rcnt < iters || scnt < iters {
-		if _, err := e.d.Progress(); err != nil {
-			return PingPongResult{}, err
-		}
-		for _, cq := range []*verbs.CQ{e.scq, e.rcq} {
-			n := cq.Poll(e.cs[:])
-			for _, c := range e.cs[:n] {
-				if c.Status != verbs.Success {
-					return PingPongResult{}, fmt.Errorf("completion %v (wr %d) after %d sends, %d receives", c.Status, c.WRID, scnt, rcnt)
-				}
-				switch c.WRID {
-				case sendID:
-					scnt++
-				case recvID:
-					routs--
-					if routs <= 1 {
-						for ; routs < 500; routs++ {
-							if err := e.postRecv(); err != nil {
-								return PingPongResult{}, err
-							}
+		n := e.cq.Read(e.cs[:])
+		for _, c := range e.cs[:n] {
+			if err := c.Err(); err != nil {
+				return PingPongResult{}, fmt.Errorf("completion %v (wr %d) after %d sends, %d receives", err, c.Context, scnt, rcnt)
+			}
+			switch c.Context {
+			case sendID:
+				scnt++
+			case recvID:
+				routs--
+				if routs <= 1 {
+					for ; routs < ppRCRxDepth; routs++ {
+						if err := e.postRecv(); err != nil {
+							return PingPongResult{}, err
 						}
 					}
-					rcnt++
 				}
-				pending &^= int(c.WRID)
-				if scnt < iters && pending == 0 {
-					if err := e.postSend(); err != nil {
-						return PingPongResult{}, err
-					}
-					pending = recvID | sendID
+				rcnt++
+			}
+			pending &^= int(c.Context)
+			if scnt < iters && pending == 0 {
+				if err := e.postSend(); err != nil {
+					return PingPongResult{}, err
 				}
+				pending = recvID | sendID
 			}
 		}
 		if (rcnt+scnt)&255 == 0 && ctx.Err() != nil {
@@ -179,12 +211,12 @@ func (e *ppEnd) loop(ctx context.Context, client bool) (PingPongResult, error) {
 	}
 	el := time.Since(start)
 	// Let the last ACK reach the peer before the queue pair goes away.
-	drainUntil(e.d, time.Now().Add(10*time.Millisecond))
+	e.fb.drainUntil(time.Now().Add(10 * time.Millisecond))
 	return PingPongResult{Bytes: int64(e.pp.Size) * int64(iters) * 2, Iters: iters, Elapsed: el}, nil
 }
 
 // ServePingPong accepts one client on l and plays the server's part.
-func (pp *PingPong) Serve(ctx context.Context, d *device.Device, l net.Listener) (PingPongResult, error) {
+func (pp *PingPong) Serve(ctx context.Context, d *Device, l net.Listener) (PingPongResult, error) {
 	pp.defaults()
 	nc, err := l.Accept()
 	if err != nil {
@@ -200,20 +232,15 @@ func (pp *PingPong) Serve(ctx context.Context, d *device.Device, l net.Listener)
 	if err != nil {
 		return PingPongResult{}, err
 	}
-	e, connect, err := pp.setup(d)
+	e, err := pp.setup(ctx, d, nc)
 	if err != nil {
 		return PingPongResult{}, err
 	}
-	defer e.qpDestroy()
-	if err := connect(ctx, remote); err != nil {
+	defer e.close()
+	if err := e.connect(ctx, remote); err != nil {
 		return PingPongResult{}, err
 	}
-	local, _ := localAddr(nc)
-	gid, ok := d.GID(local)
-	if !ok {
-		return PingPongResult{}, fmt.Errorf("no GID for %v on %s", local, d.Name())
-	}
-	if _, err := nc.Write(pp.encode(e.connectQPN, e.localPSN, gid)); err != nil {
+	if _, err := nc.Write(pp.encode(e.self)); err != nil {
 		return PingPongResult{}, fmt.Errorf("pingpong exchange: %w", err)
 	}
 	// The client's "done" says it has our address and its QP is ready.
@@ -225,7 +252,7 @@ func (pp *PingPong) Serve(ctx context.Context, d *device.Device, l net.Listener)
 }
 
 // Run connects to server (host or host:port) and plays the client's part.
-func (pp *PingPong) Run(ctx context.Context, d *device.Device, server string) (PingPongResult, error) {
+func (pp *PingPong) Run(ctx context.Context, d *Device, server string) (PingPongResult, error) {
 	pp.defaults()
 	if _, _, err := net.SplitHostPort(server); err != nil {
 		server = net.JoinHostPort(server, strconv.Itoa(DefaultPort))
@@ -237,17 +264,12 @@ func (pp *PingPong) Run(ctx context.Context, d *device.Device, server string) (P
 	}
 	defer nc.Close()
 	_ = nc.SetDeadline(time.Now().Add(30 * time.Second))
-	e, connect, err := pp.setup(d)
+	e, err := pp.setup(ctx, d, nc)
 	if err != nil {
 		return PingPongResult{}, err
 	}
-	defer e.qpDestroy()
-	local, _ := localAddr(nc)
-	gid, ok := d.GID(local)
-	if !ok {
-		return PingPongResult{}, fmt.Errorf("no GID for %v on %s", local, d.Name())
-	}
-	if _, err := nc.Write(pp.encode(e.connectQPN, e.localPSN, gid)); err != nil {
+	defer e.close()
+	if _, err := nc.Write(pp.encode(e.self)); err != nil {
 		return PingPongResult{}, fmt.Errorf("pingpong exchange: %w", err)
 	}
 	msg := make([]byte, ppMsgSize)
@@ -258,7 +280,7 @@ func (pp *PingPong) Run(ctx context.Context, d *device.Device, server string) (P
 	if err != nil {
 		return PingPongResult{}, err
 	}
-	if err := connect(ctx, remote); err != nil {
+	if err := e.connect(ctx, remote); err != nil {
 		return PingPongResult{}, err
 	}
 	if _, err := nc.Write(append([]byte("done"), 0)); err != nil {

@@ -10,8 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/softfabric/softfabric/dataplane/verbs"
-	"github.com/softfabric/softfabric/device"
+	"github.com/softfabric/softfabric/fabric"
 )
 
 // What ibv_ud_pingpong and ibv_srq_pingpong share with ibv_rc_pingpong:
@@ -127,19 +126,6 @@ func writeDone(nc net.Conn) error {
 	return nil
 }
 
-// exchangeGID is the GID of the address the exchange's connection uses on
-// this end. The C tools send the GID at -g's index; we send the one that
-// carries the address the peer reached us on, which is the one its path
-// to us needs.
-func exchangeGID(d *device.Device, nc net.Conn) (netip.Addr, error) {
-	local, _ := localAddr(nc)
-	gid, ok := d.GID(local)
-	if !ok {
-		return netip.Addr{}, fmt.Errorf("no GID for %v on %s", local, d.Name())
-	}
-	return gid, nil
-}
-
 func dialPingPong(ctx context.Context, server string) (net.Conn, error) {
 	if _, _, err := net.SplitHostPort(server); err != nil {
 		server = net.JoinHostPort(server, strconv.Itoa(DefaultPort))
@@ -194,12 +180,14 @@ func ntopGID(g netip.Addr) string {
 // each QP keeps a pending mask of RECV|SEND; when a completion clears the
 // last bit and fewer than iters sends have completed in all, the QP posts
 // its next send. rcnt and scnt count over all QPs, so iters is the total,
-// not per QP. Receives come from one queue (the QP's own or the SRQ),
-// refilled to rxDepth when at most len(qpns) remain posted.
+// not per QP. Receives come from one queue (the QP's own or the shared
+// one), refilled to rxDepth when at most nqps remain posted. Each QP's
+// completions come on cqs[i] (one CQ for all: a context's high bits name
+// the QP); the low bits are the work request's kind (ppRecvWRID,
+// ppSendWRID).
 type ppLoop struct {
-	d        *device.Device
-	cq       *verbs.CQ
-	qpns     []uint32
+	cqs      []*fabric.CQ
+	nqps     int
 	rxDepth  int
 	iters    int
 	postRecv func() error
@@ -208,8 +196,11 @@ type ppLoop struct {
 
 const ppRecvWRID, ppSendWRID = 1, 2
 
+// ppCtx is the context of QP i's work request of kind wrid.
+func ppCtx(i int, wrid uint64) uint64 { return uint64(i)<<8 | wrid }
+
 func (l *ppLoop) run(ctx context.Context, client bool) (time.Duration, error) {
-	n := len(l.qpns)
+	n := l.nqps
 	pending := make([]int, n)
 	for i := range pending {
 		pending[i] = ppRecvWRID
@@ -223,47 +214,44 @@ func (l *ppLoop) run(ctx context.Context, client bool) (time.Duration, error) {
 	start := time.Now()
 	routs := l.rxDepth
 	rcnt, scnt := 0, 0
-	var cs [64]verbs.Completion
+	var cs [64]fabric.Completion
 	for spins := 0; rcnt < l.iters || scnt < l.iters; spins++ {
-		if _, err := l.d.Progress(); err != nil {
-			return 0, err
-		}
-		ne := l.cq.Poll(cs[:])
-		for _, c := range cs[:ne] {
-			if c.Status != verbs.Success {
-				return 0, fmt.Errorf("failed status %v for wr_id %d after %d sends, %d receives", c.Status, c.WRID, scnt, rcnt)
-			}
-			qi := -1
-			for i, q := range l.qpns {
-				if q == c.QPN {
-					qi = i
-					break
+		for ci, cq := range l.cqs {
+			ne := cq.Read(cs[:])
+			for _, c := range cs[:ne] {
+				wrid := c.Context & 0xff
+				if err := c.Err(); err != nil {
+					return 0, fmt.Errorf("failed status %v for wr_id %d after %d sends, %d receives", err, wrid, scnt, rcnt)
 				}
-			}
-			if qi < 0 {
-				return 0, fmt.Errorf("couldn't find QPN %06x", c.QPN)
-			}
-			switch c.WRID {
-			case ppSendWRID:
-				scnt++
-			case ppRecvWRID:
-				if routs--; routs <= n {
-					for ; routs < l.rxDepth; routs++ {
-						if err := l.postRecv(); err != nil {
-							return 0, fmt.Errorf("couldn't post receive (%d): %w", routs, err)
+				qi := int(c.Context >> 8)
+				if len(l.cqs) > 1 {
+					qi = ci
+				}
+				if qi >= n {
+					return 0, fmt.Errorf("couldn't find QP %d", qi)
+				}
+				switch wrid {
+				case ppSendWRID:
+					scnt++
+				case ppRecvWRID:
+					if routs--; routs <= n {
+						for ; routs < l.rxDepth; routs++ {
+							if err := l.postRecv(); err != nil {
+								return 0, fmt.Errorf("couldn't post receive (%d): %w", routs, err)
+							}
 						}
 					}
+					rcnt++
+				default:
+					return 0, fmt.Errorf("completion for unknown wr_id %d", wrid)
 				}
-				rcnt++
-			default:
-				return 0, fmt.Errorf("completion for unknown wr_id %d", c.WRID)
-			}
-			pending[qi] &^= int(c.WRID)
-			if scnt < l.iters && pending[qi] == 0 {
-				if err := l.postSend(qi); err != nil {
-					return 0, fmt.Errorf("couldn't post send: %w", err)
+				pending[qi] &^= int(wrid)
+				if scnt < l.iters && pending[qi] == 0 {
+					if err := l.postSend(qi); err != nil {
+						return 0, fmt.Errorf("couldn't post send: %w", err)
+					}
+					pending[qi] = ppRecvWRID | ppSendWRID
 				}
-				pending[qi] = ppRecvWRID | ppSendWRID
 			}
 		}
 		if spins&1023 == 0 && ctx.Err() != nil {
@@ -273,15 +261,29 @@ func (l *ppLoop) run(ctx context.Context, client bool) (time.Duration, error) {
 	return time.Since(start), nil
 }
 
-// drainQuiet keeps the engine running after the test, so that the peer
+// drainQuiet keeps the transport running after the test, so that the peer
 // gets the ACKs (and, lost ones, the replays) it still needs: until quiet
-// has passed with nothing happening, or limit in all.
-func drainQuiet(d *device.Device, quiet, limit time.Duration) {
+// has passed with no frame in or out, or limit in all. With automatic
+// progress the workers run by themselves; it watches their counters.
+func (fb *fab) drainQuiet(quiet, limit time.Duration) {
+	frames := func() uint64 {
+		var n uint64
+		for _, w := range fb.dom.WorkerStats() {
+			n += w.RxFrames + w.TxFrames
+		}
+		return n
+	}
 	now := time.Now()
 	end, last := now.Add(limit), now
+	seen := frames()
 	for now.Before(end) && now.Sub(last) < quiet {
-		if busy, _ := d.Progress(); busy {
-			last = now
+		if fb.info.Domain.Progress == fabric.ProgressManual {
+			fb.dom.Progress()
+		} else {
+			time.Sleep(time.Millisecond)
+		}
+		if f := frames(); f != seen {
+			seen, last = f, now
 		}
 		now = time.Now()
 	}

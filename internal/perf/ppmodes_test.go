@@ -18,7 +18,7 @@ import (
 
 // ppServer runs serve on b in the background; the returned function waits
 // for it.
-func ppServer(t *testing.T, serve func(context.Context, *device.Device, net.Listener) (PingPongResult, error), b *device.Device) (string, context.Context, func() (PingPongResult, error)) {
+func ppServer(t *testing.T, serve func(context.Context, *Device, net.Listener) (PingPongResult, error), b *device.Device) (string, context.Context, func() (PingPongResult, error)) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -33,7 +33,7 @@ func ppServer(t *testing.T, serve func(context.Context, *device.Device, net.List
 	}
 	c := make(chan out, 1)
 	go func() {
-		r, err := serve(ctx, b, ln)
+		r, err := serve(ctx, OnDevice(b), ln)
 		c <- out{r, err}
 	}()
 	return ln.Addr().String(), ctx, func() (PingPongResult, error) { o := <-c; return o.r, o.err }
@@ -63,7 +63,7 @@ func TestUDPingPong(t *testing.T) {
 	srv := UDPingPong{Iters: 300, WireGID: testWire, ParseWireGID: testParse}
 	addr, ctx, wait := ppServer(t, srv.Serve, b)
 	cl := UDPingPong{Iters: 300, WireGID: testWire, ParseWireGID: testParse}
-	c, err := cl.Run(ctx, a, addr)
+	c, err := cl.Run(ctx, OnDevice(a), addr)
 	s, serr := wait()
 	if err != nil || serr != nil {
 		t.Fatalf("client: %v; server: %v", err, serr)
@@ -80,7 +80,7 @@ func TestUDPingPongMTU(t *testing.T) {
 	a, _ := pair(t, memlink.Faults{})
 	for _, pp := range []UDPingPong{{Size: 2048}, {Size: 1024, MTU: 512}} {
 		pp.WireGID, pp.ParseWireGID = testWire, testParse
-		_, err := pp.Run(context.Background(), a, "127.0.0.1:1")
+		_, err := pp.Run(context.Background(), OnDevice(a), "127.0.0.1:1")
 		if err == nil || !strings.Contains(err.Error(), "larger than port MTU") {
 			t.Fatalf("size %d, MTU %d: %v", pp.Size, pp.MTU, err)
 		}
@@ -105,7 +105,7 @@ func TestSRQPingPong(t *testing.T) {
 			srv := SRQPingPong{QPs: tc.qps, Iters: tc.iters, WireGID: testWire, ParseWireGID: testParse}
 			addr, ctx, wait := ppServer(t, srv.Serve, b)
 			cl := SRQPingPong{QPs: tc.qps, Iters: tc.iters, WireGID: testWire, ParseWireGID: testParse}
-			c, err := cl.Run(ctx, a, addr)
+			c, err := cl.Run(ctx, OnDevice(a), addr)
 			s, serr := wait()
 			if err != nil || serr != nil {
 				t.Fatalf("client: %v; server: %v", err, serr)
@@ -126,7 +126,7 @@ func TestSRQPingPongQPMismatch(t *testing.T) {
 	srv := SRQPingPong{QPs: 2, Iters: 10, WireGID: testWire, ParseWireGID: testParse}
 	addr, ctx, wait := ppServer(t, srv.Serve, b)
 	cl := SRQPingPong{QPs: 4, Iters: 10, WireGID: testWire, ParseWireGID: testParse}
-	_, err := cl.Run(ctx, a, addr)
+	_, err := cl.Run(ctx, OnDevice(a), addr)
 	_, serr := wait()
 	if serr == nil || !strings.Contains(serr.Error(), "more than 2 QPs") {
 		t.Fatalf("server: %v", serr)
@@ -254,7 +254,7 @@ const cGID = "00000000000000000000ffff7f000001" // 127.0.0.1, where pair's devic
 func TestSRQExchangeBytes(t *testing.T) {
 	_, b := pair(t, memlink.Faults{})
 	srv := SRQPingPong{QPs: 3, Iters: 1, WireGID: ctrl.WireGID, ParseWireGID: ctrl.ParseWireGID}
-	addr, _, wait := ppServer(t, func(ctx context.Context, d *device.Device, l net.Listener) (PingPongResult, error) {
+	addr, _, wait := ppServer(t, func(ctx context.Context, d *Device, l net.Listener) (PingPongResult, error) {
 		ctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond) // no peer QPs behind the messages
 		defer cancel()
 		return srv.Serve(ctx, d, l)
@@ -290,7 +290,7 @@ func TestSRQExchangeBytes(t *testing.T) {
 func TestUDExchangeBytes(t *testing.T) {
 	_, b := pair(t, memlink.Faults{})
 	srv := UDPingPong{Iters: 1, WireGID: ctrl.WireGID, ParseWireGID: ctrl.ParseWireGID}
-	addr, _, wait := ppServer(t, func(ctx context.Context, d *device.Device, l net.Listener) (PingPongResult, error) {
+	addr, _, wait := ppServer(t, func(ctx context.Context, d *Device, l net.Listener) (PingPongResult, error) {
 		ctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		defer cancel()
 		return srv.Serve(ctx, d, l)

@@ -3,16 +3,11 @@ package perf
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/netip"
 	"time"
 
-	"github.com/softfabric/softfabric/dataplane/mr"
-	"github.com/softfabric/softfabric/dataplane/psn"
-	"github.com/softfabric/softfabric/dataplane/rc"
-	"github.com/softfabric/softfabric/dataplane/verbs"
-	"github.com/softfabric/softfabric/device"
+	"github.com/softfabric/softfabric/fabric"
 )
 
 // SRQPingPong runs ibv_srq_pingpong's test (rdma-core
@@ -81,50 +76,54 @@ func (pp *SRQPingPong) check() error {
 		return fmt.Errorf("%d QPs: ibv_srq_pingpong runs 1 to %d", pp.QPs, SRQMaxQPs)
 	case pp.QPs > ppRxDepth:
 		return fmt.Errorf("rx_depth %d is too small for %d QPs -- must have at least one receive per QP", ppRxDepth, pp.QPs)
-	case !verbs.ValidMTU(pp.MTU):
+	case pp.MTU != 256 && pp.MTU != 512 && pp.MTU != 1024 && pp.MTU != 2048 && pp.MTU != 4096:
 		return fmt.Errorf("path MTU %d: want 256, 512, 1024, 2048 or 4096", pp.MTU)
 	}
 	return nil
 }
 
+// srqEnd is one end: QPs MSG endpoints sharing one receive context, each
+// with a CQ of its own (the completion's CQ names its QP), on a domain
+// whose workers drive the transport (automatic progress: one loop reads
+// every CQ).
 type srqEnd struct {
-	pp      *SRQPingPong
-	d       *device.Device
-	cq      *verbs.CQ
-	srq     *verbs.RecvQueue
-	qps     []*rc.QP
-	buf     *mr.Region
-	local   []PPAddr
-	remote  []PPAddr
-	destroy func()
+	pp     *SRQPingPong
+	fb     *fab
+	srx    *fabric.SharedRx
+	cqs    []*fabric.CQ
+	eps    []*fabric.Endpoint
+	mr     *fabric.MR
+	buf    []byte
+	local  []PPAddr
+	remote []PPAddr
 }
 
-func (pp *SRQPingPong) setup(d *device.Device) (*srqEnd, error) {
+// prepare is the first step, before any connection: the parameters.
+func (pp *SRQPingPong) prepare() error {
 	pp.defaults()
-	if err := pp.check(); err != nil {
-		return nil, err
-	}
-	// ibv_create_cq(rx_depth + num_qp): every receive and one send per QP.
-	e := &srqEnd{pp: pp, d: d, cq: verbs.NewCQ(ppRxDepth + pp.QPs), srq: verbs.NewSRQ(ppRxDepth)}
-	buf, err := d.MRs().Register(make([]byte, pp.Size), mr.LocalWrite)
+	return pp.check()
+}
+
+// setup opens the end's domain (the exchange runs from nc's local
+// address) and its QPs, and posts the receives.
+func (pp *SRQPingPong) setup(ctx context.Context, d *Device, nc net.Conn) (*srqEnd, error) {
+	local, _ := localAddr(nc)
+	fb, err := d.open(ctx, local, fabric.EPMsg, fabric.ProgressAuto, 16, 16)
 	if err != nil {
 		return nil, err
 	}
-	e.buf = buf
-	e.destroy = func() {
-		for _, q := range e.qps {
-			d.Destroy(q)
-		}
-		_ = d.MRs().Deregister(buf)
+	e := &srqEnd{pp: pp, fb: fb, buf: make([]byte, pp.Size)}
+	if err := e.open(); err != nil {
+		e.destroy()
+		return nil, err
 	}
-	for i := 0; i < pp.QPs; i++ {
-		q, err := d.NewRC(device.QPConfig{SendCQ: e.cq, RecvCQ: e.cq, RQ: e.srq}, 0)
-		if err != nil {
-			e.destroy()
-			return nil, fmt.Errorf("couldn't create QP[%d]: %w", i, err)
-		}
-		e.qps = append(e.qps, q)
-		e.local = append(e.local, PPAddr{QPN: q.QPN(), PSN: rand.Uint32() & psn.Mask})
+	gid, err := fb.gid()
+	if err != nil {
+		e.destroy()
+		return nil, err
+	}
+	for i := range e.local {
+		e.local[i].GID = gid
 	}
 	for i := 0; i < ppRxDepth; i++ {
 		if err := e.postRecv(); err != nil {
@@ -135,14 +134,64 @@ func (pp *SRQPingPong) setup(d *device.Device) (*srqEnd, error) {
 	return e, nil
 }
 
+func (e *srqEnd) open() error {
+	dom := e.fb.dom
+	var err error
+	if e.mr, err = dom.RegisterMemory(e.buf, 0); err != nil {
+		return err
+	}
+	if e.srx, err = dom.SharedRx(ppRxDepth); err != nil {
+		return err
+	}
+	for i := 0; i < e.pp.QPs; i++ {
+		// Every receive and one send.
+		cq, err := dom.CQ(max(ppRxDepth+1, e.fb.cqSize(1)))
+		if err != nil {
+			return err
+		}
+		e.cqs = append(e.cqs, cq)
+		ep, err := dom.Endpoint(&e.fb.info)
+		if err != nil {
+			return fmt.Errorf("couldn't create QP[%d]: %w", i, err)
+		}
+		e.eps = append(e.eps, ep)
+		if err := ep.Bind(cq, 0); err != nil {
+			return err
+		}
+		if err := ep.Bind(e.srx, 0); err != nil {
+			return err
+		}
+		if err := ep.Enable(); err != nil {
+			return fmt.Errorf("couldn't create QP[%d]: %w", i, err)
+		}
+		q := ep.QPInfo()
+		e.local = append(e.local, PPAddr{QPN: q.QPN, PSN: q.PSN})
+	}
+	return nil
+}
+
+func (e *srqEnd) destroy() {
+	for _, ep := range e.eps {
+		_ = ep.Close()
+	}
+	for _, cq := range e.cqs {
+		_ = cq.Close()
+	}
+	if e.srx != nil {
+		_ = e.srx.Close()
+	}
+	if e.mr != nil {
+		_ = e.mr.Close()
+	}
+	e.fb.close()
+}
+
 func (e *srqEnd) postRecv() error {
-	sge := [1]mr.SGE{{Addr: e.buf.Addr(), Length: uint32(e.pp.Size), LKey: e.buf.LKey()}}
-	return e.srq.Post(&verbs.RecvWR{ID: ppRecvWRID, SGL: sge[:]})
+	return e.srx.Recv(e.buf, e.mr.Desc(), ppRecvWRID)
 }
 
 func (e *srqEnd) postSend(i int) error {
-	sge := [1]mr.SGE{{Addr: e.buf.Addr(), Length: uint32(e.pp.Size), LKey: e.buf.LKey()}}
-	return e.qps[i].PostSend(&verbs.SendWR{ID: ppSendWRID, Op: verbs.OpSend, Flags: verbs.Signaled, SGL: sge[:]})
+	return e.eps[i].Send(e.buf, e.mr.Desc(), fabric.AddrUnspec, ppCtx(i, ppSendWRID))
 }
 
 // messages are the 256 this end sends: its QPs, then zero slots.
@@ -178,11 +227,11 @@ func (e *srqEnd) connect(ctx context.Context) error {
 	if zeroGID(gid) {
 		return fmt.Errorf("the peer sent no GID: RoCE needs one; give ibv_srq_pingpong -g <gid index>")
 	}
-	mtu := min(e.pp.MTU, e.d.ActiveMTU())
-	for i, q := range e.qps {
-		r := device.Remote{QPN: e.remote[i].QPN, PSN: e.remote[i].PSN, GID: gid}
-		o := device.ConnectOptions{PathMTU: mtu, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MinRNRTimer: 12, RdAtomic: 1}
-		if err := e.d.ConnectRC(ctx, q, e.local[i].PSN, r, o); err != nil {
+	mtu := min(e.pp.MTU, e.fb.dom.ActiveMTU())
+	for i, ep := range e.eps {
+		r := fabric.QPInfo{QPN: e.remote[i].QPN, PSN: e.remote[i].PSN, GID: gid}
+		o := fabric.QPOptions{PathMTU: mtu, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MinRNRTimer: 12, RdAtomic: 1}
+		if err := ep.ConnectQP(ctx, r, o); err != nil {
 			return fmt.Errorf("failed to connect QP[%d]: %w", i, err)
 		}
 	}
@@ -190,11 +239,7 @@ func (e *srqEnd) connect(ctx context.Context) error {
 }
 
 func (e *srqEnd) loop(ctx context.Context, client bool) (PingPongResult, error) {
-	qpns := make([]uint32, len(e.qps))
-	for i, q := range e.qps {
-		qpns[i] = q.QPN()
-	}
-	l := ppLoop{d: e.d, cq: e.cq, qpns: qpns, rxDepth: ppRxDepth, iters: e.pp.Iters, postRecv: e.postRecv, postSend: e.postSend}
+	l := ppLoop{cqs: e.cqs, nqps: len(e.eps), rxDepth: ppRxDepth, iters: e.pp.Iters, postRecv: e.postRecv, postSend: e.postSend}
 	el, err := l.run(ctx, client)
 	if err != nil {
 		return PingPongResult{}, err
@@ -202,7 +247,7 @@ func (e *srqEnd) loop(ctx context.Context, client bool) (PingPongResult, error) 
 	// The peer may still need our ACKs, or replays of lost ones: keep
 	// answering until the link has been quiet for two retransmission
 	// timeouts (timeout 14 is 67 ms).
-	drainQuiet(e.d, 150*time.Millisecond, time.Second)
+	e.fb.drainQuiet(150*time.Millisecond, time.Second)
 	return PingPongResult{
 		Bytes: int64(e.pp.Size) * int64(e.pp.Iters) * 2, Iters: e.pp.Iters, Elapsed: el,
 		Mode: "srq", Local: e.local, Remote: e.remote,
@@ -210,24 +255,20 @@ func (e *srqEnd) loop(ctx context.Context, client bool) (PingPongResult, error) 
 }
 
 // Serve accepts one client on l and plays the server's part.
-func (pp *SRQPingPong) Serve(ctx context.Context, d *device.Device, l net.Listener) (PingPongResult, error) {
-	e, err := pp.setup(d)
-	if err != nil {
+func (pp *SRQPingPong) Serve(ctx context.Context, d *Device, l net.Listener) (PingPongResult, error) {
+	if err := pp.prepare(); err != nil {
 		return PingPongResult{}, err
 	}
-	defer e.destroy()
 	nc, err := acceptPingPong(l)
 	if err != nil {
 		return PingPongResult{}, err
 	}
 	defer nc.Close()
-	gid, err := exchangeGID(d, nc)
+	e, err := pp.setup(ctx, d, nc)
 	if err != nil {
 		return PingPongResult{}, err
 	}
-	for i := range e.local {
-		e.local[i].GID = gid
-	}
+	defer e.destroy()
 	all, err := readPPAddrs(nc, pp.ParseWireGID, SRQMaxQP)
 	if err != nil {
 		return PingPongResult{}, err
@@ -248,24 +289,20 @@ func (pp *SRQPingPong) Serve(ctx context.Context, d *device.Device, l net.Listen
 }
 
 // Run connects to server (host or host:port) and plays the client's part.
-func (pp *SRQPingPong) Run(ctx context.Context, d *device.Device, server string) (PingPongResult, error) {
-	e, err := pp.setup(d)
-	if err != nil {
+func (pp *SRQPingPong) Run(ctx context.Context, d *Device, server string) (PingPongResult, error) {
+	if err := pp.prepare(); err != nil {
 		return PingPongResult{}, err
 	}
-	defer e.destroy()
 	nc, err := dialPingPong(ctx, server)
 	if err != nil {
 		return PingPongResult{}, err
 	}
 	defer nc.Close()
-	gid, err := exchangeGID(d, nc)
+	e, err := pp.setup(ctx, d, nc)
 	if err != nil {
 		return PingPongResult{}, err
 	}
-	for i := range e.local {
-		e.local[i].GID = gid
-	}
+	defer e.destroy()
 	if err := writePPAddrs(nc, pp.WireGID, e.messages()); err != nil {
 		return PingPongResult{}, err
 	}

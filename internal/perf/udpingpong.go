@@ -9,11 +9,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/softfabric/softfabric/dataplane/mr"
-	"github.com/softfabric/softfabric/dataplane/psn"
-	"github.com/softfabric/softfabric/dataplane/ud"
-	"github.com/softfabric/softfabric/dataplane/verbs"
-	"github.com/softfabric/softfabric/device"
+	"github.com/softfabric/softfabric/fabric"
 )
 
 // UDPingPong runs ibv_ud_pingpong's test (rdma-core
@@ -57,52 +53,64 @@ func (pp *UDPingPong) defaults() {
 
 // PortMTU is the largest message the test can send on d: the port's
 // active MTU, or MTU if lower.
-func (pp *UDPingPong) PortMTU(d *device.Device) int {
-	m := d.ActiveMTU()
+func (pp *UDPingPong) PortMTU(d *Device) (int, error) {
+	m, err := d.activeMTU()
+	if err != nil {
+		return 0, err
+	}
 	if pp.MTU > 0 && pp.MTU < m {
 		m = pp.MTU
 	}
-	return m
+	return m, nil
 }
 
+// udEnd is one end: a DGRAM endpoint with ibv_ud_pingpong's Q_Key, its CQ,
+// the peer in an AV, on a domain with manual progress.
 type udEnd struct {
-	pp      *UDPingPong
-	d       *device.Device
-	cq      *verbs.CQ
-	q       *ud.QP
-	buf     *mr.Region
-	local   PPAddr
-	remote  PPAddr
-	ah      *verbs.AddressHandle
-	destroy func()
+	pp     *UDPingPong
+	fb     *fab
+	cq     *fabric.CQ
+	av     *fabric.AV
+	ep     *fabric.Endpoint
+	mr     *fabric.MR
+	buf    []byte
+	peer   fabric.Addr
+	local  PPAddr
+	remote PPAddr
 }
 
-func (pp *UDPingPong) setup(d *device.Device) (*udEnd, error) {
+// prepare checks the parameters before any connection.
+func (pp *UDPingPong) prepare(d *Device) error {
 	pp.defaults()
 	if pp.Size < 0 {
-		return nil, fmt.Errorf("message size %d", pp.Size)
+		return fmt.Errorf("message size %d", pp.Size)
 	}
-	if m := pp.PortMTU(d); pp.Size > m {
-		return nil, fmt.Errorf("requested size %d larger than port MTU (%d)", pp.Size, m)
+	m, err := pp.PortMTU(d)
+	if err != nil {
+		return err
 	}
-	e := &udEnd{pp: pp, d: d, cq: verbs.NewCQ(2 * ppRxDepth)}
-	// memset(ctx->buf, 0x7b, size + 40): what goes on the wire.
-	buf, err := d.MRs().Register(bytes.Repeat([]byte{0x7b}, pp.Size+ud.GRHSize), mr.LocalWrite)
+	if pp.Size > m {
+		return fmt.Errorf("requested size %d larger than port MTU (%d)", pp.Size, m)
+	}
+	return nil
+}
+
+// setup opens the end's domain (the exchange runs from nc's local
+// address) and endpoint, and posts the receives.
+func (pp *UDPingPong) setup(ctx context.Context, d *Device, nc net.Conn) (*udEnd, error) {
+	local, _ := localAddr(nc)
+	fb, err := d.open(ctx, local, fabric.EPDgram, fabric.ProgressManual, 16, ppRxDepth)
 	if err != nil {
 		return nil, err
 	}
-	e.buf = buf
-	q, err := d.NewUD(device.QPConfig{SendCQ: e.cq, RecvCQ: e.cq, RQ: verbs.NewRecvQueue(ppRxDepth)}, UDQKey)
-	if err != nil {
-		_ = d.MRs().Deregister(buf)
+	// memset(ctx->buf, 0x7b, size + 40): what goes on the wire, from
+	// byte 40 on (the first 40 take a receive's GRH in the tool).
+	e := &udEnd{pp: pp, fb: fb, buf: bytes.Repeat([]byte{0x7b}, pp.Size+udGRHSize)}
+	if err := e.open(); err != nil {
+		e.destroy()
 		return nil, err
 	}
-	e.q = q
-	e.destroy = func() { d.Destroy(q); _ = d.MRs().Deregister(buf) }
-	// The tool's RTS sets sq_psn to the PSN it announces.
-	e.local = PPAddr{QPN: q.QPN(), PSN: rand.Uint32() & psn.Mask}
-	a := verbs.QPAttr{State: verbs.StateRTS, SQPSN: e.local.PSN}
-	if err := q.Modify(&a, verbs.AttrState|verbs.AttrSQPSN); err != nil {
+	if e.local.GID, err = fb.gid(); err != nil {
 		e.destroy()
 		return nil, err
 	}
@@ -112,40 +120,93 @@ func (pp *UDPingPong) setup(d *device.Device) (*udEnd, error) {
 			return nil, fmt.Errorf("couldn't post receive (%d): %w", i, err)
 		}
 	}
+	// Hand the receives to the queue pair now (manual progress), as
+	// ibv_post_recv does: a datagram that finds none is dropped.
+	fb.dom.Progress()
 	return e, nil
 }
 
+// udGRHSize is the room a UD receive leaves for the GRH.
+const udGRHSize = 40
+
+func (e *udEnd) open() error {
+	dom := e.fb.dom
+	var err error
+	if e.cq, err = dom.CQ(e.fb.cqSize(1)); err != nil {
+		return err
+	}
+	if e.av, err = dom.AV(1); err != nil {
+		return err
+	}
+	if e.mr, err = dom.RegisterMemory(e.buf, 0); err != nil {
+		return err
+	}
+	if e.ep, err = dom.Endpoint(&e.fb.info); err != nil {
+		return err
+	}
+	if err := e.ep.SetOption(fabric.OptQKey, UDQKey); err != nil {
+		return err
+	}
+	if err := e.ep.Bind(e.cq, 0); err != nil {
+		return err
+	}
+	if err := e.ep.Bind(e.av, 0); err != nil {
+		return err
+	}
+	if err := e.ep.Enable(); err != nil {
+		return err
+	}
+	// The tool announces its send queue's PSN, which a UD peer ignores.
+	e.local = PPAddr{QPN: e.ep.QPInfo().QPN, PSN: rand.Uint32() & 0xffffff}
+	return nil
+}
+
+func (e *udEnd) destroy() {
+	if e.ep != nil {
+		_ = e.ep.Close()
+	}
+	if e.mr != nil {
+		_ = e.mr.Close()
+	}
+	if e.av != nil {
+		_ = e.av.Close()
+	}
+	if e.cq != nil {
+		_ = e.cq.Close()
+	}
+	e.fb.close()
+}
+
 func (e *udEnd) postRecv() error {
-	sge := [1]mr.SGE{{Addr: e.buf.Addr(), Length: uint32(e.pp.Size + ud.GRHSize), LKey: e.buf.LKey()}}
-	return e.q.PostRecv(&verbs.RecvWR{ID: ppRecvWRID, SGL: sge[:]})
+	return e.ep.Recv(e.buf[udGRHSize:], e.mr.Desc(), fabric.AddrUnspec, ppRecvWRID)
 }
 
 func (e *udEnd) postSend(int) error {
-	sge := [1]mr.SGE{{Addr: e.buf.Addr() + ud.GRHSize, Length: uint32(e.pp.Size), LKey: e.buf.LKey()}}
-	return e.q.PostSend(&verbs.SendWR{ID: ppSendWRID, Op: verbs.OpSend, Flags: verbs.Signaled, SGL: sge[:], Dest: e.ah})
+	return e.ep.Send(e.buf[udGRHSize:], e.mr.Desc(), e.peer, ppSendWRID)
 }
 
-// connect is pp_connect_ctx: the address handle to the peer's GID.
+// connect is pp_connect_ctx: the address handle (an AV entry) to the
+// peer's GID.
 func (e *udEnd) connect(ctx context.Context) error {
 	if zeroGID(e.remote.GID) {
 		return fmt.Errorf("the peer sent no GID (QPN %#06x): RoCE needs one; give ibv_ud_pingpong -g <gid index>", e.remote.QPN)
 	}
-	ah, err := e.d.AddressHandle(ctx, e.remote.GID, e.q.QPN(), e.remote.QPN, UDQKey)
+	x, err := e.av.Insert(fabric.Address{IP: e.remote.GID, QPN: e.remote.QPN})
 	if err != nil {
 		return fmt.Errorf("failed to create AH: %w", err)
 	}
-	e.ah = ah
+	e.peer = x
 	return nil
 }
 
 func (e *udEnd) loop(ctx context.Context, client bool) (PingPongResult, error) {
-	l := ppLoop{d: e.d, cq: e.cq, qpns: []uint32{e.q.QPN()}, rxDepth: ppRxDepth, iters: e.pp.Iters, postRecv: e.postRecv, postSend: e.postSend}
+	l := ppLoop{cqs: []*fabric.CQ{e.cq}, nqps: 1, rxDepth: ppRxDepth, iters: e.pp.Iters, postRecv: e.postRecv, postSend: e.postSend}
 	el, err := l.run(ctx, client)
 	if err != nil {
 		return PingPongResult{}, err
 	}
 	// The last datagram must leave before the QP goes away.
-	drainUntil(e.d, time.Now().Add(10*time.Millisecond))
+	e.fb.drainUntil(time.Now().Add(10 * time.Millisecond))
 	return PingPongResult{
 		Bytes: int64(e.pp.Size) * int64(e.pp.Iters) * 2, Iters: e.pp.Iters, Elapsed: el,
 		Mode: "ud", Local: []PPAddr{e.local}, Remote: []PPAddr{e.remote},
@@ -153,20 +214,20 @@ func (e *udEnd) loop(ctx context.Context, client bool) (PingPongResult, error) {
 }
 
 // Serve accepts one client on l and plays the server's part.
-func (pp *UDPingPong) Serve(ctx context.Context, d *device.Device, l net.Listener) (PingPongResult, error) {
-	e, err := pp.setup(d)
-	if err != nil {
+func (pp *UDPingPong) Serve(ctx context.Context, d *Device, l net.Listener) (PingPongResult, error) {
+	if err := pp.prepare(d); err != nil {
 		return PingPongResult{}, err
 	}
-	defer e.destroy()
 	nc, err := acceptPingPong(l)
 	if err != nil {
 		return PingPongResult{}, err
 	}
 	defer nc.Close()
-	if e.local.GID, err = exchangeGID(d, nc); err != nil {
+	e, err := pp.setup(ctx, d, nc)
+	if err != nil {
 		return PingPongResult{}, err
 	}
+	defer e.destroy()
 	rs, err := readPPAddrs(nc, pp.ParseWireGID, 1)
 	if err != nil {
 		return PingPongResult{}, err
@@ -185,20 +246,20 @@ func (pp *UDPingPong) Serve(ctx context.Context, d *device.Device, l net.Listene
 }
 
 // Run connects to server (host or host:port) and plays the client's part.
-func (pp *UDPingPong) Run(ctx context.Context, d *device.Device, server string) (PingPongResult, error) {
-	e, err := pp.setup(d)
-	if err != nil {
+func (pp *UDPingPong) Run(ctx context.Context, d *Device, server string) (PingPongResult, error) {
+	if err := pp.prepare(d); err != nil {
 		return PingPongResult{}, err
 	}
-	defer e.destroy()
 	nc, err := dialPingPong(ctx, server)
 	if err != nil {
 		return PingPongResult{}, err
 	}
 	defer nc.Close()
-	if e.local.GID, err = exchangeGID(d, nc); err != nil {
+	e, err := pp.setup(ctx, d, nc)
+	if err != nil {
 		return PingPongResult{}, err
 	}
+	defer e.destroy()
 	if err := writePPAddrs(nc, pp.WireGID, []PPAddr{e.local}); err != nil {
 		return PingPongResult{}, err
 	}
