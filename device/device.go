@@ -179,6 +179,12 @@ func (d *Device) Progress() (bool, error) { return d.group.Poll(d.Now()) }
 // engine.Node.SetWaiting); they call Wake after publishing.
 func (d *Device) SetWaiting(w int, f func() bool) { d.group.Node(w).SetWaiting(f) }
 
+// SleepWorker blocks the calling goroutine (and its thread) until frames
+// reach worker w, another worker hands it some, it is woken (Wake), its
+// next timer is due or timeout passes: the idle wait of an application
+// that drives the worker itself (manual progress).
+func (d *Device) SleepWorker(w int, timeout time.Duration) { d.group.Node(w).Sleep(d.Now(), timeout) }
+
 // Wake wakes worker w if it sleeps.
 func (d *Device) Wake(w int) { d.group.Node(w).Wake() }
 

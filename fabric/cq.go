@@ -219,7 +219,7 @@ func (q *CQ) ReadContext(ctx context.Context, out []Completion) (int, error) {
 			if i < 4*spinReads {
 				runtime.Gosched()
 			} else {
-				time.Sleep(20 * time.Microsecond)
+				q.sleep(ctx)
 			}
 			continue
 		}
@@ -227,6 +227,26 @@ func (q *CQ) ReadContext(ctx context.Context, out []Completion) (int, error) {
 			return 0, err
 		}
 	}
+}
+
+// sleep waits, with manual progress, for the transport to have something
+// to do: in the kernel on the worker's socket when the CQ's endpoints are
+// all on one worker (as a goroutine per worker has them), else briefly.
+func (q *CQ) sleep(ctx context.Context) {
+	mine := q.workers.Load()
+	if mine == 0 || mine&(mine-1) != 0 || len(q.d.workers) > 64 {
+		time.Sleep(20 * time.Microsecond)
+		return
+	}
+	w := 0
+	for mine>>w != 1 {
+		w++
+	}
+	timeout := time.Millisecond
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	q.d.dev.SleepWorker(w, timeout)
 }
 
 // park waits for a worker's signal: announce the wait, look once more,

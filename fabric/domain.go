@@ -261,9 +261,7 @@ func (w *worker) waiting() bool {
 	return false
 }
 
-// kick wakes the worker after something was posted to it.
-func (w *worker) kick() {
-	if !w.d.manual {
-		w.d.dev.Wake(w.id)
-	}
-}
+// kick wakes the worker after something was posted to it (with manual
+// progress, a goroutine may be asleep in it, see CQ.ReadContext). It
+// costs an atomic load when the worker is awake.
+func (w *worker) kick() { w.d.dev.Wake(w.id) }

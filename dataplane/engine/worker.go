@@ -124,6 +124,22 @@ func (n *Node) SetSleeper(s Sleeper) { n.sleeper = s }
 // sees the work or is woken.
 func (n *Node) SetWaiting(f func() bool) { n.waiting = f }
 
+// Sleep blocks in the node's Sleeper for up to timeout, as an idle Run
+// loop does, for a caller that drives the node itself (manual progress):
+// it returns early when frames arrive, when another node hands it some,
+// or when Wake is called. Without a Sleeper it returns at once.
+// now is the engine clock, which bounds the sleep by the next timer.
+func (n *Node) Sleep(now int64, timeout time.Duration) {
+	if n.sleeper == nil {
+		return
+	}
+	n.sleeping.Store(true)
+	if !n.handedInWaiting() && (n.waiting == nil || !n.waiting()) {
+		_ = n.sleeper.Sleep(min(timeout, sleepTimeout(now, n.NextDeadline())))
+	}
+	n.sleeping.Store(false)
+}
+
 // Wake makes the node return from a sleep in its Sleeper, if it is in one
 // or about to enter one. It costs an atomic load when the node is awake.
 func (n *Node) Wake() {

@@ -316,7 +316,19 @@ func (r *runner) step(ctx context.Context) (bool, error) {
 		r.posted += n
 		did = true
 	}
-	n := s.cq.Read(s.cs)
+	var n int
+	if r.posted > r.completed && (r.stop || r.posted >= r.iters || r.posted-r.completed > r.window-r.burst) {
+		// Nothing more to post until something completes: wait for it,
+		// spinning first, then asleep on the worker's socket (on a host
+		// whose cores both ends share, a spinning waiter takes the time
+		// its peer needs to answer).
+		var err error
+		if n, err = s.cq.ReadContext(ctx, s.cs); err != nil {
+			return false, err
+		}
+	} else {
+		n = s.cq.Read(s.cs)
+	}
 	if n == 0 {
 		return did, nil
 	}
