@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // EventKind says what an Event reports.
@@ -54,6 +55,8 @@ type EQ struct {
 	ready  chan struct{}
 	refs   refs
 	fab    *Fabric
+
+	overruns atomic.Uint64
 }
 
 // EQ opens an event queue holding up to size events.
@@ -96,6 +99,18 @@ func (q *EQ) post(ctx context.Context, e Event) {
 		}
 	}
 }
+
+// offer appends a provider event about an endpoint without waiting: a
+// full EQ loses it and counts it in Overruns (the application sized the
+// EQ too small for the connections it runs).
+func (q *EQ) offer(e Event) {
+	if q.Write(e) != nil {
+		q.overruns.Add(1)
+	}
+}
+
+// Overruns counts events lost because the EQ was full.
+func (q *EQ) Overruns() uint64 { return q.overruns.Load() }
 
 // Poll returns the next event without waiting: ErrAgain if none.
 func (q *EQ) Poll() (Event, error) { return q.take(true) }

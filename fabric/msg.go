@@ -91,7 +91,7 @@ func (ep *Endpoint) Connect(ctx context.Context, addr netip.AddrPort, private []
 		if rj != nil {
 			data = rj.Data
 		}
-		ep.event(ctx, Event{Kind: EventRejected, EP: ep, Data: data, Err: ErrRejected})
+		ep.event(Event{Kind: EventRejected, EP: ep, Data: data, Err: ErrRejected})
 		return fmt.Errorf("connecting to %v: %w", addr, ErrRejected)
 	}
 	if err != nil {
@@ -140,11 +140,11 @@ func (ep *Endpoint) established(conn *cm.Conn, private []byte) {
 	ep.conn = conn
 	ep.state.CompareAndSwap(epEnabled, epConnected)
 	ep.w.kick()
-	ep.event(context.Background(), Event{Kind: EventConnected, EP: ep, Data: private})
+	ep.event(Event{Kind: EventConnected, EP: ep, Data: private})
 	go func() {
 		<-conn.Done()
 		if ep.state.CompareAndSwap(epConnected, epShutdown) {
-			ep.event(context.Background(), Event{Kind: EventShutdown, EP: ep, Err: conn.Err()})
+			ep.event(Event{Kind: EventShutdown, EP: ep, Err: conn.Err()})
 		}
 	}()
 }
@@ -159,9 +159,10 @@ func (ep *Endpoint) Shutdown() error {
 	return ep.conn.Disconnect()
 }
 
-func (ep *Endpoint) event(ctx context.Context, e Event) {
+// event reports e on the endpoint's EQ, never blocking the endpoint.
+func (ep *Endpoint) event(e Event) {
 	if ep.eq != nil {
-		ep.eq.post(ctx, e)
+		ep.eq.offer(e)
 	}
 }
 
