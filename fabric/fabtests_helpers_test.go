@@ -15,9 +15,15 @@ import (
 // newHostHints is newHost with the hints adjusted by mod before GetInfo.
 func newHostHints(t testing.TB, o hostOpts, mod func(*fabric.Hints)) *host {
 	t.Helper()
-	h := &host{t: t, addr: memAddr()}
-	hints := &fabric.Hints{EPType: o.typ, Caps: o.caps, Service: o.service, Provider: fabric.ProviderMem, Node: h.addr,
+	h := &host{t: t}
+	hints := &fabric.Hints{EPType: o.typ, Caps: o.caps, Service: o.service,
 		Domain: fabric.DomainAttr{Progress: o.progress, Threading: o.threading}}
+	if o.node == "" {
+		h.addr = memAddr()
+		hints.Provider, hints.Node = fabric.ProviderMem, h.addr
+	} else {
+		h.addr, hints.Node = o.node, o.node
+	}
 	if mod != nil {
 		mod(hints)
 	}

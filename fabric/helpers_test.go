@@ -45,39 +45,7 @@ type hostOpts struct {
 
 func newHost(t testing.TB, o hostOpts) *host {
 	t.Helper()
-	h := &host{t: t}
-	hints := &fabric.Hints{EPType: o.typ, Caps: o.caps, Service: o.service,
-		Domain: fabric.DomainAttr{Progress: o.progress, Threading: o.threading}}
-	if o.node == "" {
-		h.addr = memAddr()
-		hints.Provider, hints.Node = fabric.ProviderMem, h.addr
-	} else {
-		h.addr = o.node
-		hints.Node = o.node
-	}
-	infos, err := fabric.GetInfo(context.Background(), hints)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.info = infos[0]
-	if h.fab, err = fabric.OpenFabric(&h.info); err != nil {
-		t.Fatal(err)
-	}
-	if h.dom, err = h.fab.Domain(&h.info); err != nil {
-		t.Fatal(err)
-	}
-	domains.Store(h.dom, true)
-	if h.cq, err = h.dom.CQ(4096); err != nil {
-		t.Fatal(err)
-	}
-	if h.eq, err = h.fab.EQ(16); err != nil {
-		t.Fatal(err)
-	}
-	if h.av, err = h.dom.AV(16); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.close)
-	return h
+	return newHostHints(t, o, nil)
 }
 
 func (h *host) close() {

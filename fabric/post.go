@@ -207,14 +207,7 @@ func (ep *Endpoint) SendMsg(m *Msg, f Flags) error {
 		if len(m.IOV) > 1 {
 			return ErrInvalid
 		}
-		var b []byte
-		var d Desc
-		if len(m.IOV) == 1 {
-			b = m.IOV[0]
-		}
-		if len(m.Desc) > 0 {
-			d = m.Desc[0]
-		}
+		b, d := m.single()
 		return ep.rdmSend(b, d, m.Addr, m.Context, m.Data, 0, f)
 	}
 	op, seq, err := ep.beginTx()

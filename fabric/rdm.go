@@ -363,11 +363,9 @@ func (ep *Endpoint) TInject(b []byte, dst Addr, tag uint64) error {
 	return ep.rdmSend(b, Desc{}, dst, 0, 0, tag, FlagTagged|FlagInject)
 }
 
-// TSendMsg sends m as a tagged message; flags as SendMsg.
-func (ep *Endpoint) TSendMsg(m *Msg, f Flags) error {
-	if ep.rdm == nil || len(m.IOV) > 1 {
-		return ErrNotSupported
-	}
+// single returns m's one buffer and its descriptor (RDM messages have at
+// most one).
+func (m *Msg) single() ([]byte, Desc) {
 	var b []byte
 	var d Desc
 	if len(m.IOV) == 1 {
@@ -376,6 +374,15 @@ func (ep *Endpoint) TSendMsg(m *Msg, f Flags) error {
 	if len(m.Desc) > 0 {
 		d = m.Desc[0]
 	}
+	return b, d
+}
+
+// TSendMsg sends m as a tagged message; flags as SendMsg.
+func (ep *Endpoint) TSendMsg(m *Msg, f Flags) error {
+	if ep.rdm == nil || len(m.IOV) > 1 {
+		return ErrNotSupported
+	}
+	b, d := m.single()
 	return ep.rdmSend(b, d, m.Addr, m.Context, m.Data, m.Tag, f|FlagTagged)
 }
 
@@ -398,14 +405,7 @@ func (ep *Endpoint) TRecvMsg(m *Msg, f Flags) error {
 	if ep.rdm == nil || len(m.IOV) > 1 {
 		return ErrNotSupported
 	}
-	var b []byte
-	var d Desc
-	if len(m.IOV) == 1 {
-		b = m.IOV[0]
-	}
-	if len(m.Desc) > 0 {
-		d = m.Desc[0]
-	}
+	b, d := m.single()
 	return ep.rdmRecv(b, d, m.Addr, m.Context, m.Tag, m.Ignore, FlagTagged|f&(FlagPeek|FlagClaim|FlagDiscard))
 }
 
