@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/softfabric/softfabric/ctrl"
 	"github.com/softfabric/softfabric/device"
 	"github.com/softfabric/softfabric/internal/perf"
 )
@@ -386,13 +385,13 @@ func cmdPingPong(args []string, stdout, stderr io.Writer) error {
 	)
 	switch {
 	case o.ud:
-		pp := &perf.UDPingPong{Size: o.size, Iters: o.iters, MTU: o.mtu, WireGID: ctrl.WireGID, ParseWireGID: ctrl.ParseWireGID}
+		pp := &perf.UDPingPong{Size: o.size, Iters: o.iters, MTU: o.mtu}
 		serve, run = pp.Serve, pp.Run
 	case o.srq:
-		pp := &perf.SRQPingPong{Size: o.size, Iters: o.iters, MTU: o.mtu, QPs: o.qps, WireGID: ctrl.WireGID, ParseWireGID: ctrl.ParseWireGID}
+		pp := &perf.SRQPingPong{Size: o.size, Iters: o.iters, MTU: o.mtu, QPs: o.qps}
 		serve, run = pp.Serve, pp.Run
 	default:
-		pp := &perf.PingPong{Size: o.size, Iters: o.iters, MTU: o.mtu, WireGID: ctrl.WireGID, ParseWireGID: ctrl.ParseWireGID}
+		pp := &perf.PingPong{Size: o.size, Iters: o.iters, MTU: o.mtu}
 		serve, run = pp.Serve, pp.Run
 	}
 	var r perf.PingPongResult

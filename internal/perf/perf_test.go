@@ -3,8 +3,6 @@ package perf
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
-	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -180,15 +178,6 @@ func TestPrint(t *testing.T) {
 	}
 }
 
-func testWire(a netip.Addr) string { b := a.As16(); return fmt.Sprintf("%x", b[:]) }
-func testParse(s string) (netip.Addr, error) {
-	b, err := hex.DecodeString(s)
-	if err != nil || len(b) != 16 {
-		return netip.Addr{}, fmt.Errorf("bad GID %q", s)
-	}
-	return netip.AddrFrom16([16]byte(b)), nil
-}
-
 func TestPingPong(t *testing.T) {
 	a, b := pair(t, memlink.Faults{Loss: 0.01})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -198,7 +187,7 @@ func TestPingPong(t *testing.T) {
 	defer ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pp := PingPong{Size: 4096, Iters: 200, WireGID: testWire, ParseWireGID: testParse}
+	pp := PingPong{Size: 4096, Iters: 200}
 	errc := make(chan error, 1)
 	go func() {
 		s := pp

@@ -2,15 +2,13 @@ package perf
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"net"
-	"net/netip"
 	"time"
 
 	"github.com/softfabric/softfabric/fabric"
+	"github.com/softfabric/softfabric/internal/oob/perftest"
 )
 
 // The server side of perftest's exchange (see perftest.go): what the
@@ -22,14 +20,14 @@ import (
 // message is awaited, as a verbs device runs by itself beside perftest's
 // blocking reads.
 type ptServe struct {
-	c    *ptConn
+	c    *perftest.Conn
 	hook func() (bool, error) // polled while a message is awaited (the send server's receives)
 }
 
 // await waits until ch delivers, polling hook meanwhile and backing off
 // while nothing happens; the hook allocates nothing.
-func (sv *ptServe) await(ch <-chan ptMsg) ([]byte, error) {
-	var got ptMsg
+func (sv *ptServe) await(ch <-chan perftest.Msg) ([]byte, error) {
+	var got perftest.Msg
 	err := sv.poll(func() (bool, error) {
 		select {
 		case got = <-ch:
@@ -44,7 +42,7 @@ func (sv *ptServe) await(ch <-chan ptMsg) ([]byte, error) {
 	if err != errFinished {
 		return nil, err
 	}
-	return got.b, got.err
+	return got.B, got.Err
 }
 
 // poll calls f until it fails (errFinished: done), spinning while f
@@ -56,8 +54,8 @@ func (sv *ptServe) poll(f func() (bool, error)) error {
 		if err != nil {
 			return err
 		}
-		if n&1023 == 0 && sv.c.ctx.Err() != nil {
-			return sv.c.ctx.Err()
+		if n&1023 == 0 && sv.c.Ctx.Err() != nil {
+			return sv.c.Ctx.Err()
 		}
 		if did {
 			idle.Busy()
@@ -70,11 +68,11 @@ func (sv *ptServe) poll(f func() (bool, error)) error {
 // xchg is the server's half of a step: read the client's message (within
 // to, 0 for no limit), then answer with msg.
 func (sv *ptServe) xchg(what string, msg []byte, to time.Duration) ([]byte, error) {
-	rem, err := sv.await(sv.c.readAsync(what, len(msg), to))
+	rem, err := sv.await(sv.c.ReadAsync(what, len(msg), to))
 	if err != nil {
 		return nil, err
 	}
-	return rem, sv.c.write(what, msg)
+	return rem, sv.c.Write(what, msg)
 }
 
 // ServePerftest answers one unmodified perftest BW client (ib_write_bw,
@@ -105,7 +103,7 @@ func ServePerftest(ctx context.Context, d *Device, l net.Listener, cfg PerftestC
 	defer nc.Close()
 	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Now()) })
 	defer stop()
-	c := &ptConn{c: nc, ctx: ctx, to: 60 * time.Second, server: true}
+	c := &perftest.Conn{C: nc, Ctx: ctx, Timeout: 60 * time.Second, Server: true}
 	local, _ := localAddr(nc)
 	fb, err := d.open(ctx, local, fabric.EPMsg, fabric.ProgressAuto, 16, epQueue)
 	if err != nil {
@@ -116,16 +114,16 @@ func ServePerftest(ctx context.Context, d *Device, l net.Listener, cfg PerftestC
 		cfg.MTU = fb.dom.ActiveMTU()
 	}
 
-	p, err := c.prelude(cfg.MTU)
+	p, err := c.Prelude(cfg.MTU)
 	if err != nil {
 		return sv, err
 	}
-	sv.PeerVersion, sv.MTU = p.version, p.mtu
+	sv.PeerVersion, sv.MTU = p.Version, p.MTU
 
 	// The client's requests of a QP land at its VA onwards, stepping
 	// through one cycle buffer for messages up to half of it
 	// (increase_rem_addr), through the message itself for larger ones.
-	s, err := openSession(fb, cfg.QPs, max(cfg.Size, p.cycle)+p.cycle, false)
+	s, err := openSession(fb, cfg.QPs, max(cfg.Size, p.Cycle)+p.Cycle, false)
 	if err != nil {
 		return sv, err
 	}
@@ -134,50 +132,37 @@ func ServePerftest(ctx context.Context, d *Device, l net.Listener, cfg PerftestC
 	if err != nil {
 		return sv, err
 	}
-	mine := make([]ptDest, cfg.QPs)
-	for i, q := range s.infos(gid) {
-		mine[i] = ptDest{OutReads: ptOutReads, QPN: q.QPN, PSN: q.PSN, RKey: q.RKey, VA: q.VA, GID: gid.As16()}
-	}
-	theirs, err := c.keys("QP keys", mine)
+	mine := ptDests(s, gid)
+	theirs, err := c.Keys("QP keys", mine)
 	if err != nil {
 		return sv, err
 	}
 	sv.Peer = perftestQPs(theirs)
-	if err := checkGIDs(gid, theirs, "client"); err != nil {
+	if err := perftest.CheckGIDs(gid, theirs, "client"); err != nil {
 		return sv, err
 	}
 	for i, ep := range s.eps {
-		t := theirs[i]
 		// Our responder resources are the out_reads we announced, which
 		// the client takes as its initiator depth.
-		r := fabric.QPInfo{QPN: t.QPN, PSN: t.PSN, GID: netip.AddrFrom16(t.GID)}
-		if err := ep.ConnectQP(ctx, r, fabric.QPOptions{PathMTU: p.mtu, RdAtomic: ptOutReads}); err != nil {
+		if err := ep.ConnectQP(ctx, theirs[i].QPInfo, fabric.QPOptions{PathMTU: p.MTU, RdAtomic: ptOutReads}); err != nil {
 			return sv, fmt.Errorf("connecting QP %d: %w", mine[i].QPN, err)
 		}
 	}
 
 	srv := &ptServe{c: c}
 	barrier := func(what string, to time.Duration) error {
-		rem, err := srv.xchg(what, mine[0].marshal(), to)
-		if err == nil {
-			_, err = parsePTDest(rem)
-		}
-		return err
+		return srv.barrier(what, mine[0], to)
 	}
 	keysAgain := func() error {
 		for i := range mine {
-			rem, err := srv.xchg("QP keys again", mine[i].marshal(), c.to)
-			if err == nil {
-				_, err = parsePTDest(rem)
-			}
-			if err != nil {
+			if err := srv.barrier("QP keys again", mine[i], c.Timeout); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
 	if cfg.Op == "send" {
-		if err := barrier("after connect", c.to); err != nil {
+		if err := barrier("after connect", c.Timeout); err != nil {
 			return sv, err
 		}
 		if err := keysAgain(); err != nil {
@@ -187,7 +172,7 @@ func ServePerftest(ctx context.Context, d *Device, l net.Listener, cfg PerftestC
 			return sv, err
 		}
 		if cfg.All {
-			if err := barrier("close", c.to); err != nil {
+			if err := barrier("close", c.Timeout); err != nil {
 				return sv, err
 			}
 		}
@@ -195,7 +180,7 @@ func ServePerftest(ctx context.Context, d *Device, l net.Listener, cfg PerftestC
 		if err := keysAgain(); err != nil {
 			return sv, err
 		}
-		if err := barrier("after RTR", c.to); err != nil {
+		if err := barrier("after RTR", c.Timeout); err != nil {
 			return sv, err
 		}
 		// The test runs; the client's next message says it has finished,
@@ -203,18 +188,18 @@ func ServePerftest(ctx context.Context, d *Device, l net.Listener, cfg PerftestC
 		if err := barrier("end of test", 0); err != nil {
 			return sv, err
 		}
-		rep, err := srv.report(p.rv)
+		rep, err := srv.report(p.RV)
 		if err != nil {
 			return sv, err
 		}
 		sv.Lines = []PerftestLine{{Bytes: rep.Size, Iters: rep.Iters, BWPeak: rep.BWPeak, BWAvg: rep.BWAvg, MsgRate: rep.MsgRate}}
-		if err := barrier("close", c.to); err != nil {
+		if err := barrier("close", c.Timeout); err != nil {
 			return sv, err
 		}
 	}
-	c.finish()
+	c.Finish()
 	for _, l := range sv.Lines {
-		r := l.result(cfg.Op, cfg.QPs, p.mtu)
+		r := l.result(cfg.Op, cfg.QPs, p.MTU)
 		if cfg.Op == "send" {
 			r.Received = int(l.Iters)
 		}
@@ -226,33 +211,32 @@ func ServePerftest(ctx context.Context, d *Device, l net.Listener, cfg PerftestC
 // report is the server's half of xchg_bw_reports: it reads the client's
 // fields and answers each with its own, which perftest's server never
 // fills in (zeros here).
-func (sv *ptServe) report(remote float64) (ptReport, error) {
-	itersSize := 8
-	if remote < 5.33 {
-		itersSize = 4
-	}
-	var f [5][]byte
-	for i, n := range []int{8, itersSize, 8, 8, 8} {
-		var err error
-		if f[i], err = sv.xchg("BW report", make([]byte, n), sv.c.to); err != nil {
-			return ptReport{}, err
+func (sv *ptServe) report(remote float64) (perftest.Report, error) {
+	var f [][]byte
+	for _, n := range perftest.ReportSizes(remote) {
+		b, err := sv.xchg("BW report", make([]byte, n), sv.c.Timeout)
+		if err != nil {
+			return perftest.Report{}, err
 		}
+		f = append(f, b)
 	}
-	u64 := func(b []byte) uint64 {
-		if len(b) == 4 {
-			return uint64(binary.BigEndian.Uint32(b))
-		}
-		return binary.BigEndian.Uint64(b)
+	return perftest.ParseReport(f)
+}
+
+// barrier is the server's half of Conn.Barrier.
+func (sv *ptServe) barrier(what string, me perftest.Dest, to time.Duration) error {
+	rem, err := sv.xchg(what, me.Marshal(), to)
+	if err == nil {
+		_, err = perftest.ParseDest(rem)
 	}
-	return ptReport{Size: u64(f[0]), Iters: u64(f[1]),
-		BWPeak: math.Float64frombits(u64(f[2])), BWAvg: math.Float64frombits(u64(f[3])), MsgRate: math.Float64frombits(u64(f[4]))}, nil
+	return err
 }
 
 // receive is the send server's test, size by size: post receives, 1
 // barrier, count Iters receives on every QP (run_iter_bw_server), then
 // answer the client's next message: the barrier after each size with -a,
 // else the closing one (ctx_close_connection's hand-shake).
-func (sv *ptServe) receive(s *session, cfg PerftestConfig, me ptDest) ([]PerftestLine, error) {
+func (sv *ptServe) receive(s *session, cfg PerftestConfig, me perftest.Dest) ([]PerftestLine, error) {
 	rcv := newPTReceiver(s, cfg.Size)
 	if err := s.postRecvs(cfg.Size); err != nil {
 		return nil, err
@@ -263,11 +247,7 @@ func (sv *ptServe) receive(s *session, cfg PerftestConfig, me ptDest) ([]Perftes
 	var lines []PerftestLine
 	for _, size := range cfg.sizes() {
 		rcv.reset()
-		rem, err := sv.xchg(fmt.Sprintf("receives posted (%d bytes)", size), me.marshal(), sv.c.to)
-		if err == nil {
-			_, err = parsePTDest(rem)
-		}
-		if err != nil {
+		if err := sv.barrier(fmt.Sprintf("receives posted (%d bytes)", size), me, sv.c.Timeout); err != nil {
 			return nil, err
 		}
 		rcv.started()
@@ -275,9 +255,9 @@ func (sv *ptServe) receive(s *session, cfg PerftestConfig, me ptDest) ([]Perftes
 		if !cfg.All {
 			what = "close"
 		}
-		next := sv.c.readAsync(what, ptKeySizeGID, 0)
-		var early *ptMsg
-		err = sv.poll(func() (bool, error) {
+		next := sv.c.ReadAsync(what, perftest.KeyMsgSize, 0)
+		var early *perftest.Msg
+		err := sv.poll(func() (bool, error) {
 			select {
 			case m := <-next:
 				early = &m
@@ -301,8 +281,8 @@ func (sv *ptServe) receive(s *session, cfg PerftestConfig, me ptDest) ([]Perftes
 					return nil, err
 				}
 			}
-			if early.err != nil {
-				return nil, early.err
+			if early.Err != nil {
+				return nil, early.Err
 			}
 			if rcv.total < want {
 				return nil, fmt.Errorf("perftest: the client finished %d-byte messages after sending %d of %d (its -n and -q must match --iters %d and --qps %d)", size, rcv.total, want, cfg.Iters, cfg.QPs)
@@ -318,21 +298,21 @@ func (sv *ptServe) receive(s *session, cfg PerftestConfig, me ptDest) ([]Perftes
 
 // answer waits for the client's message after a size, checks that no
 // more messages came than counted, and answers it.
-func (sv *ptServe) answer(what string, next <-chan ptMsg, early *ptMsg, rcv *ptReceiver, want int, cfg PerftestConfig, me ptDest) error {
+func (sv *ptServe) answer(what string, next <-chan perftest.Msg, early *perftest.Msg, rcv *ptReceiver, want int, cfg PerftestConfig, me perftest.Dest) error {
 	var rem []byte
 	var err error
 	if early != nil {
-		rem = early.b
+		rem = early.B
 	} else if rem, err = sv.await(next); err != nil {
 		return err
 	}
 	if err := sv.checkCount(rcv, want, cfg); err != nil {
 		return err
 	}
-	if _, err := parsePTDest(rem); err != nil {
+	if _, err := perftest.ParseDest(rem); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	return sv.c.write(what, me.marshal())
+	return sv.c.Write(what, me.Marshal())
 }
 
 func (sv *ptServe) checkCount(rcv *ptReceiver, want int, cfg PerftestConfig) error {

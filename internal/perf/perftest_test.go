@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -26,132 +25,8 @@ import (
 	"github.com/softfabric/softfabric/dataplane/verbs"
 	"github.com/softfabric/softfabric/device"
 	"github.com/softfabric/softfabric/fabric"
+	"github.com/softfabric/softfabric/internal/oob/perftest"
 )
-
-// The key message as perftest's ethernet_write_keys builds it:
-//
-//	char msg[KEY_MSG_SIZE_GID];   // 108
-//	sprintf(msg, KEY_PRINT_FMT_GID, lid, out_reads, qpn, psn, rkey, vaddr,
-//	        gid.raw[0], ..., gid.raw[15], srqn);
-//	write(sockfd, msg, sizeof msg);
-//
-// with KEY_PRINT_FMT_GID = "%04x:%04x:%06x:%06x:%08x:%016llx:" then
-// "%02x:" sixteen times and "%08x:". The fields below are those ib_write_bw
-// printed on the rxe guest for its own QP ("local address: LID 0000 QPN
-// 0x0012 PSN 0x8808cc RKey 0x0003a2 VAddr 0x007f605ef27000", GID
-// ::ffff:198.18.1.2) with out_reads 1, SRQN 0: 4+1+4+1+6+1+6+1+8+1+16+1 =
-// 50 characters, 16×3 = 48 for the GID, 9 for the SRQN: 107, and the NUL
-// sprintf writes fills the 108th byte of msg, all of which is sent. (The
-// rxe guest's ib_write_bw sent exactly these fields to our client; its
-// out_reads is 1 for a write test.)
-const ptKeyVector = "0000:0001:000012:8808cc:000003a2:00007f605ef27000:" +
-	"00:00:00:00:00:00:00:00:00:00:ff:ff:c6:12:01:02:00000000:\x00"
-
-func TestPerftestKeyMessageVector(t *testing.T) {
-	if len(ptKeyVector) != ptKeySizeGID {
-		t.Fatalf("vector is %d bytes, want KEY_MSG_SIZE_GID = %d", len(ptKeyVector), ptKeySizeGID)
-	}
-	d := ptDest{LID: 0, OutReads: 1, QPN: 0x12, PSN: 0x8808cc, RKey: 0x3a2, VA: 0x7f605ef27000,
-		GID: netip.MustParseAddr("::ffff:198.18.1.2").As16()}
-	if got := d.marshal(); string(got) != ptKeyVector {
-		t.Fatalf("marshal:\n got %q\nwant %q", got, ptKeyVector)
-	}
-	p, err := parsePTDest([]byte(ptKeyVector))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p != d {
-		t.Fatalf("parse: got %+v, want %+v", p, d)
-	}
-	if g := netip.AddrFrom16(p.GID); !g.Is4In6() || g.Unmap() != netip.MustParseAddr("198.18.1.2") {
-		t.Fatalf("GID %v", g)
-	}
-}
-
-func TestPerftestKeyMessageWideFields(t *testing.T) {
-	// Full-width values: a 24-bit QPN and PSN, 32-bit rkey, 64-bit VA, an
-	// IPv6 GID; sprintf's widths are minimums, so the message stays 107
-	// characters only while the values fit them, which they always do.
-	d := ptDest{LID: 0xffff, OutReads: 0x80, QPN: 0xffffff, PSN: 0xabcdef, RKey: 0xdeadbeef, VA: 0xffffffffffffffff,
-		GID: netip.MustParseAddr("fe80::1:2:3:4").As16(), SRQN: 0x12345678}
-	m := d.marshal()
-	if len(m) != ptKeySizeGID || m[ptKeySizeGID-1] != 0 || bytes.IndexByte(m, 0) != ptKeySizeGID-1 {
-		t.Fatalf("message %q: want 107 characters and a NUL", m)
-	}
-	want := "ffff:0080:ffffff:abcdef:deadbeef:ffffffffffffffff:fe:80:00:00:00:00:00:00:00:01:00:02:00:03:00:04:12345678:"
-	if string(m[:ptKeySizeGID-1]) != want {
-		t.Fatalf("got %q, want %q", m[:ptKeySizeGID-1], want)
-	}
-	p, err := parsePTDest(m)
-	if err != nil || p != d {
-		t.Fatalf("round trip: %+v, %v", p, err)
-	}
-}
-
-func TestPerftestKeyMessageBad(t *testing.T) {
-	for _, s := range []string{
-		"",
-		"0000:0001:000012",
-		strings.Replace(ptKeyVector, "8808cc", "88z8cc", 1),
-		strings.Replace(ptKeyVector, "000012", "1000012", 1), // QPN wider than 24 bits
-	} {
-		if _, err := parsePTDest([]byte(s)); err == nil {
-			t.Errorf("parsePTDest(%q) accepted", s)
-		}
-	}
-}
-
-func TestPerftestVersionAndMTUMessages(t *testing.T) {
-	// strncpy(user_param.version, VERSION, sizeof(user_param.version)) with
-	// MAX_VERSION 16, exchanged as sizeof(rem_version) = 16 bytes.
-	if got, want := ptVersion("6.06"), []byte("6.06\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"); !bytes.Equal(got, want) {
-		t.Fatalf("version message %q, want %q", got, want)
-	}
-	for s, want := range map[string]float64{"6.06": 6.06, "5.70": 5.70, "4.5-0.17": 4.5, "25.01.0-0.80": 25.01, "": 0, "x": 0} {
-		if got := atof(s); got != want {
-			t.Errorf("atof(%q) = %v, want %v", s, got, want)
-		}
-	}
-	// check_mtu: sprintf(cur, "%d", curr_mtu) and sizeof(char[2]) bytes
-	// from 5.31 on: IBV_MTU_1024 = 3 is "3\0".
-	if got := ptMTUMessage(mtuEnum(1024), 2); !bytes.Equal(got, []byte("3\x00")) {
-		t.Fatalf("MTU message %q", got)
-	}
-	if got := ptMTUMessage(mtuEnum(4096), 4); !bytes.Equal(got, []byte("5\x00\x00\x00")) {
-		t.Fatalf("old MTU message %q", got)
-	}
-	for mtu, e := range map[int]int{256: 1, 512: 2, 1024: 3, 2048: 4, 4096: 5, 1500: 0} {
-		if mtuEnum(mtu) != e {
-			t.Errorf("mtuEnum(%d) = %d, want %d", mtu, mtuEnum(mtu), e)
-		}
-	}
-	if strtol10([]byte("3\x00")) != 3 || strtol10([]byte("\x00\x00")) != 0 {
-		t.Fatal("strtol10")
-	}
-}
-
-func TestPerftestReportMessages(t *testing.T) {
-	// xchg_bw_reports sends hton_long(size), hton_long(iters) (hton_int
-	// before 5.33), hton_double(bw_peak), hton_double(bw_avg),
-	// hton_double(msgRate_avg), each in its own ctx_xchg_data; on x86_64
-	// hton_long is bswap_64 and hton_double swaps the double's bytes, so
-	// each is the big-endian image. 1.5 is 0x3ff8000000000000.
-	r := ptReport{Size: 65536, Iters: 5000, BWPeak: 1.5, BWAvg: 0.25, MsgRate: 0.000296}
-	got := r.messages(6.06)
-	want := []string{"0000000000010000", "0000000000001388", "3ff8000000000000", "3fd0000000000000",
-		hex.EncodeToString(binary.BigEndian.AppendUint64(nil, math.Float64bits(0.000296)))}
-	if len(got) != len(want) {
-		t.Fatalf("%d messages", len(got))
-	}
-	for i := range want {
-		if hex.EncodeToString(got[i]) != want[i] {
-			t.Errorf("message %d: %x, want %s", i, got[i], want[i])
-		}
-	}
-	if old := r.messages(5.32); hex.EncodeToString(old[1]) != "00001388" {
-		t.Errorf("iters for a 5.32 peer: %x", old[1])
-	}
-}
 
 // ptKeyRE is a key message as ethernet_write_keys sends it: sprintf of
 // KEY_PRINT_FMT_GID into char[KEY_MSG_SIZE_GID], 107 characters and the
@@ -178,7 +53,7 @@ type fakePT struct {
 // process, a goroutine blocked in read() would wait for a processor until
 // the scheduler next looks at the network, milliseconds later.
 type ptRead struct {
-	c        *ptConn
+	c        *perftest.Conn
 	what     string
 	buf      []byte
 	have     int
@@ -187,24 +62,24 @@ type ptRead struct {
 	fn       func(uintptr) bool
 	n        int   // of the last read(2)
 	err      error // of the last read(2)
-	ch       <-chan ptMsg
+	ch       <-chan perftest.Msg
 	done     bool
 }
 
 // startRead starts reading the peer's next message of n bytes, giving up
 // after to (0: only when the context ends).
-func (c *ptConn) startRead(what string, n int, to time.Duration) *ptRead {
+func startRead(c *perftest.Conn, what string, n int, to time.Duration) *ptRead {
 	r := &ptRead{c: c, what: what, buf: make([]byte, n)}
 	if to > 0 {
 		r.deadline = time.Now().Add(to)
 	}
-	if sc, ok := c.c.(syscall.Conn); ok {
+	if sc, ok := c.C.(syscall.Conn); ok {
 		if rc, err := sc.SyscallConn(); err == nil {
 			r.rc, r.fn = rc, r.readSome
 			return r
 		}
 	}
-	r.ch = c.readAsync(what, n, to)
+	r.ch = c.ReadAsync(what, n, to)
 	return r
 }
 
@@ -222,25 +97,25 @@ func (r *ptRead) poll() (bool, error) {
 	if r.rc == nil {
 		select {
 		case m := <-r.ch:
-			r.buf, r.done = m.b, m.err == nil
-			return r.done, m.err
+			r.buf, r.done = m.B, m.Err == nil
+			return r.done, m.Err
 		default:
 			return false, nil
 		}
 	}
 	if err := r.rc.Read(r.fn); err != nil { // the deadline the context's end sets
-		return false, r.c.fail(r.what, err)
+		return false, r.c.Fail(r.what, err)
 	}
 	switch {
 	case r.err == syscall.EAGAIN || r.err == syscall.EINTR:
 		if !r.deadline.IsZero() && time.Now().After(r.deadline) {
-			return false, r.c.fail(r.what, os.ErrDeadlineExceeded)
+			return false, r.c.Fail(r.what, os.ErrDeadlineExceeded)
 		}
 		return false, nil
 	case r.err != nil:
-		return false, r.c.fail(r.what, r.err)
+		return false, r.c.Fail(r.what, r.err)
 	case r.n == 0:
-		return false, r.c.fail(r.what, io.ErrUnexpectedEOF)
+		return false, r.c.Fail(r.what, io.ErrUnexpectedEOF)
 	}
 	r.have += r.n
 	r.done = r.have == len(r.buf)
@@ -254,8 +129,8 @@ func (f *fakePT) step(what string, mine []byte) ([]byte, error) {
 			return nil, fmt.Errorf("fake perftest (%s): %w", what, err)
 		}
 	}
-	c := &ptConn{c: f.nc, ctx: context.Background(), server: f.server}
-	r := c.startRead(what, len(mine), 0) // the connection's deadline bounds it
+	c := &perftest.Conn{C: f.nc, Ctx: context.Background(), Server: f.server}
+	r := startRead(c, what, len(mine), 0) // the connection's deadline bounds it
 	for {
 		done, err := r.poll()
 		if err != nil {
@@ -280,29 +155,29 @@ func (f *fakePT) step(what string, mine []byte) ([]byte, error) {
 }
 
 // key is ctx_hand_shake: my key message for the peer's, which must be one.
-func (f *fakePT) key(what string, me ptDest) (ptDest, error) {
-	msg := me.marshal()
+func (f *fakePT) key(what string, me perftest.Dest) (perftest.Dest, error) {
+	msg := me.Marshal()
 	if f.mutate == "key107" {
-		msg = msg[:ptKeySizeGID-1]
+		msg = msg[:perftest.KeyMsgSize-1]
 	}
 	rem, err := f.step(what, msg)
 	if err != nil {
-		return ptDest{}, err
+		return perftest.Dest{}, err
 	}
 	if !ptKeyRE.Match(rem) {
-		return ptDest{}, fmt.Errorf("fake perftest (%s): not a key message: %q", what, rem)
+		return perftest.Dest{}, fmt.Errorf("fake perftest (%s): not a key message: %q", what, rem)
 	}
-	return parsePTDest(rem)
+	return perftest.ParseDest(rem)
 }
 
 // prelude is exchange_versions, check_sys_data and check_mtu, offering
 // IBV_MTU_1024.
 func (f *fakePT) prelude() error {
-	v, err := f.step("versions", ptVersion("6.06"))
+	v, err := f.step("versions", perftest.VersionMsg("6.06"))
 	if err != nil {
 		return err
 	}
-	if !bytes.Equal(v, ptVersion(PerftestVersion)) {
+	if !bytes.Equal(v, perftest.VersionMsg(PerftestVersion)) {
 		return fmt.Errorf("fake perftest: version message %q", v)
 	}
 	for _, x := range []uint32{4096, 64} {
@@ -330,11 +205,11 @@ func (f *fakePT) prelude() error {
 
 // closeConn is ctx_close_connection: a hand-shake, "done" both ways, and
 // nothing after the peer's.
-func (f *fakePT) closeConn(me ptDest) error {
+func (f *fakePT) closeConn(me perftest.Dest) error {
 	if _, err := f.key("close", me); err != nil {
 		return err
 	}
-	if _, err := f.nc.Write(ptDone); err != nil {
+	if _, err := f.nc.Write([]byte(perftest.Done)); err != nil {
 		return err
 	}
 	_ = f.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -342,8 +217,8 @@ func (f *fakePT) closeConn(me ptDest) error {
 	if _, err := io.Copy(&rest, f.nc); err != nil && !errors.Is(err, net.ErrClosed) && !strings.Contains(err.Error(), "reset") {
 		return fmt.Errorf("fake perftest: after close: %w (read %q)", err, rest.Bytes())
 	}
-	if !bytes.Equal(rest.Bytes(), ptDone) {
-		return fmt.Errorf("fake perftest: the stream ended with %q, want exactly %q", rest.Bytes(), ptDone)
+	if rest.String() != perftest.Done {
+		return fmt.Errorf("fake perftest: the stream ended with %q, want exactly %q", rest.Bytes(), perftest.Done)
 	}
 	return nil
 }
@@ -358,7 +233,7 @@ type fakeQPs struct {
 	rqs      []*verbs.RecvQueue
 	buf      *mr.Region
 	region   int
-	me       []ptDest
+	me       []perftest.Dest
 	idx      map[uint32]int
 	cs       []verbs.Completion
 }
@@ -379,8 +254,8 @@ func newFakeQPs(d *device.Device, n, maxSize int) (*fakeQPs, error) {
 		}
 		q.qps, q.rqs = append(q.qps, qp), append(q.rqs, rq)
 		q.idx[qp.QPN()] = i
-		q.me = append(q.me, ptDest{OutReads: 128, QPN: qp.QPN(), PSN: uint32(0x10000*i+0x1234) & psn.Mask, RKey: q.buf.RKey(),
-			VA: q.buf.Addr() + uint64((n+i)*region), GID: gid.As16()})
+		q.me = append(q.me, perftest.Dest{OutReads: 128, QPInfo: fabric.QPInfo{QPN: qp.QPN(), PSN: uint32(0x10000*i+0x1234) & psn.Mask, GID: gid}, RKey: q.buf.RKey(),
+			VA: q.buf.Addr() + uint64((n+i)*region)})
 	}
 	return q, nil
 }
@@ -393,11 +268,11 @@ func (q *fakeQPs) close() {
 }
 
 // connect is ctx_connect, with the peer's out_reads as initiator depth.
-func (q *fakeQPs) connect(ctx context.Context, theirs []ptDest) error {
+func (q *fakeQPs) connect(ctx context.Context, theirs []perftest.Dest) error {
 	for i, qp := range q.qps {
 		t := theirs[i]
 		rd := uint8(min(t.OutReads, 128))
-		if err := q.d.ConnectRC(ctx, qp, q.me[i].PSN, device.Remote{QPN: t.QPN, PSN: t.PSN, GID: netip.AddrFrom16(t.GID)}, device.ConnectOptions{PathMTU: 1024, RdAtomic: rd}); err != nil {
+		if err := q.d.ConnectRC(ctx, qp, q.me[i].PSN, device.Remote{QPN: t.QPN, PSN: t.PSN, GID: t.GID}, device.ConnectOptions{PathMTU: 1024, RdAtomic: rd}); err != nil {
 			return err
 		}
 	}
@@ -405,7 +280,7 @@ func (q *fakeQPs) connect(ctx context.Context, theirs []ptDest) error {
 }
 
 // sendAll is run_iter_bw at one size, plainly: iters requests on each QP.
-func (q *fakeQPs) sendAll(ctx context.Context, op string, cmpSwap bool, size, iters int, theirs []ptDest) error {
+func (q *fakeQPs) sendAll(ctx context.Context, op string, cmpSwap bool, size, iters int, theirs []perftest.Dest) error {
 	n := len(q.qps)
 	posted, done := make([]int, n), make([]int, n)
 	length := size
@@ -484,16 +359,16 @@ func (ft fakeTest) config() PerftestConfig {
 
 // fakeReport is the report the fake client sends: values no run would
 // measure, so that the server's printing them shows they came across.
-func fakeReport(ft fakeTest) ptReport {
+func fakeReport(ft fakeTest) perftest.Report {
 	s := ft.sizes()
-	return ptReport{Size: uint64(s[len(s)-1]), Iters: uint64(ft.iters * ft.qps), BWPeak: 1234.5678, BWAvg: 1000.25, MsgRate: 0.123456}
+	return perftest.Report{Size: uint64(s[len(s)-1]), Iters: uint64(ft.iters * ft.qps), BWPeak: 1234.5678, BWAvg: 1000.25, MsgRate: 0.123456}
 }
 
 // fakePerftestClient plays ib_<op>_bw -F -x N [-a] [-q] [-A] SERVER against
 // the server at addr, with QPs on device d. It returns the report it sent
 // (write, read, atomic).
-func fakePerftestClient(ctx context.Context, d *device.Device, addr string, ft fakeTest, mutate string) (ptReport, error) {
-	var rep ptReport
+func fakePerftestClient(ctx context.Context, d *device.Device, addr string, ft fakeTest, mutate string) (perftest.Report, error) {
+	var rep perftest.Report
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		return rep, err
@@ -511,12 +386,12 @@ func fakePerftestClient(ctx context.Context, d *device.Device, addr string, ft f
 		return rep, err
 	}
 	defer q.close()
-	theirs := make([]ptDest, ft.qps)
+	theirs := make([]perftest.Dest, ft.qps)
 	for i := range theirs {
 		if theirs[i], err = f.key("keys", q.me[i]); err != nil {
 			return rep, err
 		}
-		if theirs[i].OutReads != ptOutReads || !netip.AddrFrom16(theirs[i].GID).Is4In6() {
+		if theirs[i].OutReads != ptOutReads || !theirs[i].GID.Is4In6() {
 			return rep, fmt.Errorf("fake perftest: server QP %+v", theirs[i])
 		}
 	}
@@ -572,7 +447,7 @@ func fakePerftestClient(ctx context.Context, d *device.Device, addr string, ft f
 		return rep, err
 	}
 	rep = fakeReport(ft)
-	for i, m := range rep.messages(6.06) {
+	for i, m := range rep.Messages(6.06) {
 		if mutate == "iters4" && i == 1 {
 			m = m[4:] // hton_int: what a peer older than 5.33 sends
 		}
@@ -592,8 +467,8 @@ func fakePerftestClient(ctx context.Context, d *device.Device, addr string, ft f
 // and the messages it received at each size (send), each QP's receive
 // queue holding exactly iters receives as ctx_set_recv_wqes and
 // run_iter_bw_server keep it.
-func fakePerftestServer(ctx context.Context, d *device.Device, ln net.Listener, ft fakeTest) (ptReport, []int, error) {
-	var rep ptReport
+func fakePerftestServer(ctx context.Context, d *device.Device, ln net.Listener, ft fakeTest) (perftest.Report, []int, error) {
+	var rep perftest.Report
 	nc, err := ln.Accept()
 	if err != nil {
 		return rep, nil, err
@@ -611,7 +486,7 @@ func fakePerftestServer(ctx context.Context, d *device.Device, ln net.Listener, 
 		return rep, nil, err
 	}
 	defer q.close()
-	theirs := make([]ptDest, ft.qps)
+	theirs := make([]perftest.Dest, ft.qps)
 	for i := range theirs {
 		if theirs[i], err = f.key("keys", q.me[i]); err != nil {
 			return rep, nil, err
@@ -644,7 +519,7 @@ func fakePerftestServer(ctx context.Context, d *device.Device, ln net.Listener, 
 			}
 		}
 		u := func(b []byte) uint64 { return binary.BigEndian.Uint64(b) }
-		rep = ptReport{Size: u(fs[0]), Iters: u(fs[1]), BWPeak: math.Float64frombits(u(fs[2])), BWAvg: math.Float64frombits(u(fs[3])), MsgRate: math.Float64frombits(u(fs[4]))}
+		rep = perftest.Report{Size: u(fs[0]), Iters: u(fs[1]), BWPeak: math.Float64frombits(u(fs[2])), BWAvg: math.Float64frombits(u(fs[3])), MsgRate: math.Float64frombits(u(fs[4]))}
 		return rep, nil, f.closeConn(q.me[0])
 	}
 	if _, err := f.key("after connect", q.me[0]); err != nil {
@@ -756,7 +631,7 @@ func TestRunPerftestAgainstFakeServer(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			type out struct {
-				rep ptReport
+				rep perftest.Report
 				got []int
 				err error
 			}
@@ -794,7 +669,7 @@ func TestRunPerftestAgainstFakeServer(t *testing.T) {
 				}
 				return
 			}
-			want := ptReport{Size: last.Bytes, Iters: last.Iters, BWPeak: last.BWPeak, BWAvg: last.BWAvg, MsgRate: last.MsgRate}
+			want := perftest.Report{Size: last.Bytes, Iters: last.Iters, BWPeak: last.BWPeak, BWAvg: last.BWAvg, MsgRate: last.MsgRate}
 			if s.rep != want {
 				t.Fatalf("report %+v, want %+v", s.rep, want)
 			}

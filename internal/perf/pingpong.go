@@ -3,26 +3,22 @@ package perf
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
-	"net/netip"
-	"strconv"
 	"time"
 
 	"github.com/softfabric/softfabric/fabric"
 )
 
-// PingPong runs ibv_rc_pingpong's test: both ends post receives, the client
-// sends first, and each end sends its next message once its previous send
-// and a receive have completed, Iters times each way.
+// PingPong runs ibv_rc_pingpong's test (rdma-core
+// libibverbs/examples/rc_pingpong.c) and speaks its exchange: both ends
+// post receives, the client sends first, and each end sends its next
+// message once its previous send and a receive have completed, Iters
+// times each way. The exchange is one "LID:QPN:PSN:GID" message each way
+// (client first), then the client's "done".
 type PingPong struct {
 	Size  int // bytes per message (ibv_rc_pingpong -s, default 4096)
 	Iters int // round trips (-n, default 1000)
 	MTU   int // path MTU (-m, default 1024)
-	// WireGID and ParseWireGID convert GIDs to and from rdma-core's
-	// 32-hex-digit exchange format.
-	WireGID      func(netip.Addr) string
-	ParseWireGID func(string) (netip.Addr, error)
 }
 
 // PingPongResult is what ibv_rc_pingpong prints.
@@ -44,12 +40,7 @@ func (r PingPongResult) String() string {
 		r.Bytes, s, float64(r.Bytes)*8/s/1e6, r.Iters, s, s*1e6/float64(r.Iters))
 }
 
-// The exchange is ibv_rc_pingpong's: the client writes
-// "LID:QPN:PSN:GID" ("%04x:%06x:%06x:%s", 52 bytes with the NUL), the
-// server answers with its own, and the client confirms with "done".
-const ppMsgSize = len("0000:000000:000000:00000000000000000000000000000000") + 1
-
-func (pp *PingPong) defaults() {
+func (pp *PingPong) prepare(*Device) error {
 	if pp.Size == 0 {
 		pp.Size = 4096
 	}
@@ -59,55 +50,44 @@ func (pp *PingPong) defaults() {
 	if pp.MTU == 0 {
 		pp.MTU = 1024
 	}
+	return nil
 }
 
-func (pp *PingPong) encode(q fabric.QPInfo) []byte {
-	return encodePPAddr(pp.WireGID, PPAddr{QPN: q.QPN, PSN: q.PSN, GID: q.GID})
-}
-
-func (pp *PingPong) decode(msg []byte) (fabric.QPInfo, error) {
-	a, err := decodePPAddr(pp.ParseWireGID, msg)
-	if err != nil {
-		return fabric.QPInfo{}, err
-	}
-	return fabric.QPInfo{QPN: a.QPN, PSN: a.PSN, GID: a.GID}, nil
-}
-
-// ppEnd is one end of ibv_rc_pingpong's test: one MSG endpoint, its CQ
+// rcEnd is one end of ibv_rc_pingpong's test: one MSG endpoint, its CQ
 // and buffer, on a domain with manual progress (the loop drives it).
-type ppEnd struct {
-	fb   *fab
-	pp   *PingPong
-	cq   *fabric.CQ
-	ep   *fabric.Endpoint
-	mr   *fabric.MR
-	buf  []byte
-	cs   [16]fabric.Completion
-	self fabric.QPInfo
+type rcEnd struct {
+	fb     *fab
+	pp     *PingPong
+	cq     *fabric.CQ
+	ep     *fabric.Endpoint
+	mr     *fabric.MR
+	buf    []byte
+	self   fabric.QPInfo
+	remote fabric.QPInfo
 }
 
 const ppRCRxDepth = 500 // ibv_rc_pingpong's rx_depth
 
 // setup opens the end's domain (the exchange runs from nc's local
 // address), endpoint and buffer, and posts the receives.
-func (pp *PingPong) setup(ctx context.Context, d *Device, nc net.Conn) (*ppEnd, error) {
+func (pp *PingPong) setup(ctx context.Context, d *Device, nc net.Conn) (ppEnd, error) {
 	local, _ := localAddr(nc)
 	fb, err := d.open(ctx, local, fabric.EPMsg, fabric.ProgressManual, 16, ppRCRxDepth)
 	if err != nil {
 		return nil, err
 	}
-	e := &ppEnd{fb: fb, pp: pp, buf: make([]byte, max(pp.Size, 1))}
+	e := &rcEnd{fb: fb, pp: pp, buf: make([]byte, max(pp.Size, 1))}
 	if err := e.open(); err != nil {
-		e.close()
+		e.destroy()
 		return nil, err
 	}
 	if e.self.GID, err = fb.gid(); err != nil {
-		e.close()
+		e.destroy()
 		return nil, err
 	}
 	for i := 0; i < ppRCRxDepth; i++ {
 		if err := e.postRecv(); err != nil {
-			e.close()
+			e.destroy()
 			return nil, err
 		}
 	}
@@ -117,7 +97,7 @@ func (pp *PingPong) setup(ctx context.Context, d *Device, nc net.Conn) (*ppEnd, 
 	return e, nil
 }
 
-func (e *ppEnd) open() error {
+func (e *rcEnd) open() error {
 	var err error
 	if e.cq, err = e.fb.dom.CQ(e.fb.cqSize(1)); err != nil {
 		return err
@@ -138,7 +118,7 @@ func (e *ppEnd) open() error {
 	return nil
 }
 
-func (e *ppEnd) close() {
+func (e *rcEnd) destroy() {
 	if e.ep != nil {
 		_ = e.ep.Close()
 	}
@@ -151,140 +131,41 @@ func (e *ppEnd) close() {
 	e.fb.close()
 }
 
-func (e *ppEnd) postRecv() error {
-	return e.ep.Recv(e.buf[:e.pp.Size], e.mr.Desc(), fabric.AddrUnspec, 1)
+func (e *rcEnd) postRecv() error {
+	return e.ep.Recv(e.buf[:e.pp.Size], e.mr.Desc(), fabric.AddrUnspec, ppRecvWRID)
 }
 
-func (e *ppEnd) postSend() error {
-	return e.ep.Send(e.buf[:e.pp.Size], e.mr.Desc(), fabric.AddrUnspec, 2)
+func (e *rcEnd) postSend(int) error {
+	return e.ep.Send(e.buf[:e.pp.Size], e.mr.Desc(), fabric.AddrUnspec, ppSendWRID)
 }
 
-func (e *ppEnd) connect(ctx context.Context, r fabric.QPInfo) error {
-	return e.ep.ConnectQP(ctx, r, fabric.QPOptions{PathMTU: min(e.pp.MTU, e.fb.dom.ActiveMTU())})
+func (e *rcEnd) messages() []PPAddr { return []PPAddr{{QPInfo: e.self}} }
+
+func (e *rcEnd) takeRemote(all []PPAddr) error {
+	e.remote = all[0].QPInfo
+	return nil
 }
 
-// loop runs ibv_rc_pingpong's completion loop.
-func (e *ppEnd) loop(ctx context.Context, client bool) (PingPongResult, error) {
-	const recvID, sendID = 1, 2
-	iters := e.pp.Iters
-	pending := recvID
-	start := time.Now()
-	if client {
-		if err := e.postSend(); err != nil {
-			return PingPongResult{}, err
-		}
-		pending |= sendID
-	}
-	routs := ppRCRxDepth
-	rcnt, scnt := 0, 0
-	for rcnt < iters || scnt < iters {
-		n := e.cq.Read(e.cs[:])
-		for _, c := range e.cs[:n] {
-			if err := c.Err(); err != nil {
-				return PingPongResult{}, fmt.Errorf("completion %v (wr %d) after %d sends, %d receives", err, c.Context, scnt, rcnt)
-			}
-			switch c.Context {
-			case sendID:
-				scnt++
-			case recvID:
-				routs--
-				if routs <= 1 {
-					for ; routs < ppRCRxDepth; routs++ {
-						if err := e.postRecv(); err != nil {
-							return PingPongResult{}, err
-						}
-					}
-				}
-				rcnt++
-			}
-			pending &^= int(c.Context)
-			if scnt < iters && pending == 0 {
-				if err := e.postSend(); err != nil {
-					return PingPongResult{}, err
-				}
-				pending = recvID | sendID
-			}
-		}
-		if (rcnt+scnt)&255 == 0 && ctx.Err() != nil {
-			return PingPongResult{}, ctx.Err()
-		}
-	}
-	el := time.Since(start)
+func (e *rcEnd) connect(ctx context.Context) error {
+	return e.ep.ConnectQP(ctx, e.remote, fabric.QPOptions{PathMTU: min(e.pp.MTU, e.fb.dom.ActiveMTU())})
+}
+
+func (e *rcEnd) loop() ppLoop {
+	return ppLoop{cqs: []*fabric.CQ{e.cq}, nqps: 1, rxDepth: ppRCRxDepth, iters: e.pp.Iters, postRecv: e.postRecv, postSend: e.postSend}
+}
+
+func (e *rcEnd) finish(el time.Duration) PingPongResult {
 	// Let the last ACK reach the peer before the queue pair goes away.
 	e.fb.drainUntil(time.Now().Add(10 * time.Millisecond))
-	return PingPongResult{Bytes: int64(e.pp.Size) * int64(iters) * 2, Iters: iters, Elapsed: el}, nil
+	return ppResult(e.pp.Size, e.pp.Iters, el)
 }
 
-// ServePingPong accepts one client on l and plays the server's part.
+// Serve accepts one client on l and plays the server's part.
 func (pp *PingPong) Serve(ctx context.Context, d *Device, l net.Listener) (PingPongResult, error) {
-	pp.defaults()
-	nc, err := l.Accept()
-	if err != nil {
-		return PingPongResult{}, err
-	}
-	defer nc.Close()
-	_ = nc.SetDeadline(time.Now().Add(30 * time.Second))
-	msg := make([]byte, ppMsgSize)
-	if _, err := io.ReadFull(nc, msg); err != nil {
-		return PingPongResult{}, fmt.Errorf("pingpong exchange: %w", err)
-	}
-	remote, err := pp.decode(msg)
-	if err != nil {
-		return PingPongResult{}, err
-	}
-	e, err := pp.setup(ctx, d, nc)
-	if err != nil {
-		return PingPongResult{}, err
-	}
-	defer e.close()
-	if err := e.connect(ctx, remote); err != nil {
-		return PingPongResult{}, err
-	}
-	if _, err := nc.Write(pp.encode(e.self)); err != nil {
-		return PingPongResult{}, fmt.Errorf("pingpong exchange: %w", err)
-	}
-	// The client's "done" says it has our address and its QP is ready.
-	done := make([]byte, len("done")+1)
-	if _, err := io.ReadFull(nc, done); err != nil {
-		return PingPongResult{}, fmt.Errorf("pingpong exchange: waiting for done: %w", err)
-	}
-	return e.loop(ctx, false)
+	return servePP(ctx, d, l, pp)
 }
 
 // Run connects to server (host or host:port) and plays the client's part.
 func (pp *PingPong) Run(ctx context.Context, d *Device, server string) (PingPongResult, error) {
-	pp.defaults()
-	if _, _, err := net.SplitHostPort(server); err != nil {
-		server = net.JoinHostPort(server, strconv.Itoa(DefaultPort))
-	}
-	var dialer net.Dialer
-	nc, err := dialer.DialContext(ctx, "tcp", server)
-	if err != nil {
-		return PingPongResult{}, fmt.Errorf("connecting to the pingpong server: %w", err)
-	}
-	defer nc.Close()
-	_ = nc.SetDeadline(time.Now().Add(30 * time.Second))
-	e, err := pp.setup(ctx, d, nc)
-	if err != nil {
-		return PingPongResult{}, err
-	}
-	defer e.close()
-	if _, err := nc.Write(pp.encode(e.self)); err != nil {
-		return PingPongResult{}, fmt.Errorf("pingpong exchange: %w", err)
-	}
-	msg := make([]byte, ppMsgSize)
-	if _, err := io.ReadFull(nc, msg); err != nil {
-		return PingPongResult{}, fmt.Errorf("pingpong exchange: %w", err)
-	}
-	remote, err := pp.decode(msg)
-	if err != nil {
-		return PingPongResult{}, err
-	}
-	if err := e.connect(ctx, remote); err != nil {
-		return PingPongResult{}, err
-	}
-	if _, err := nc.Write(append([]byte("done"), 0)); err != nil {
-		return PingPongResult{}, fmt.Errorf("pingpong exchange: %w", err)
-	}
-	return e.loop(ctx, true)
+	return runPP(ctx, d, server, pp)
 }

@@ -3,149 +3,131 @@ package perf
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
-	"net/netip"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/softfabric/softfabric/fabric"
+	"github.com/softfabric/softfabric/internal/oob/rdmacore"
 )
 
-// What ibv_ud_pingpong and ibv_srq_pingpong share with ibv_rc_pingpong:
-// the 52-byte "LID:QPN:PSN:GID" message of their out-of-band exchange, the
-// address lines they print, and the completion loop. ibv_rc_pingpong's own
-// loop is in pingpong.go.
+// The shape ibv_rc_pingpong, ibv_ud_pingpong and ibv_srq_pingpong share:
+// rdma-core's "LID:QPN:PSN:GID" exchange (internal/oob/rdmacore), the
+// completion loop, and the summary. Each mode (pingpong.go, udpingpong.go,
+// srqpingpong.go) supplies a ppMode and its end, ppEnd; servePP and runPP
+// run every mode's test.
 
 // PPAddr is one "LID:QPN:PSN:GID" message of the rdma-core pingpong
 // examples: struct pingpong_dest.
-type PPAddr struct {
-	LID uint16 // 0 on RoCE (the port has no LID)
-	QPN uint32
-	PSN uint32
-	// GID is the zero GID (or invalid) where the tool ran without -g.
-	GID netip.Addr
+type PPAddr = rdmacore.Dest
+
+// ppMode is one pingpong test: its parameters, and how it opens an end.
+type ppMode interface {
+	// prepare checks the parameters, before any connection.
+	prepare(d *Device) error
+	// setup opens one end on d (the exchange runs from nc's local
+	// address) and posts its receives.
+	setup(ctx context.Context, d *Device, nc net.Conn) (ppEnd, error)
 }
 
-// zeroWireGID is an all-zero GID in the wire format: what the examples
-// send without -g, and for srq_pingpong's unused slots.
-const zeroWireGID = "00000000000000000000000000000000"
-
-// encodePPAddr is the C tools'
-//
-//	sprintf(msg, "%04x:%06x:%06x:%s", lid, qpn, psn, gid);
-//	write(sockfd, msg, sizeof msg);
-//
-// with msg a char[sizeof "0000:000000:000000:" + 32 hex digits], so 52
-// bytes: the 51 characters and the NUL.
-func encodePPAddr(wireGID func(netip.Addr) string, a PPAddr) []byte {
-	g := zeroWireGID
-	if a.GID.IsValid() {
-		g = wireGID(a.GID)
-	}
-	msg := make([]byte, ppMsgSize)
-	copy(msg, fmt.Sprintf("%04x:%06x:%06x:%s", a.LID, a.QPN&0xffffff, a.PSN&0xffffff, g))
-	return msg
+// ppEnd is one end of a pingpong test, set up.
+type ppEnd interface {
+	// messages are what this end writes in the exchange; it reads as
+	// many.
+	messages() []PPAddr
+	// takeRemote keeps the peer's messages.
+	takeRemote(all []PPAddr) error
+	// connect is pp_connect_ctx: connects to the peer it took.
+	connect(ctx context.Context) error
+	// loop is the completion loop to run.
+	loop() ppLoop
+	// finish lets the transport settle after the loop and returns the
+	// result of a test that took el.
+	finish(el time.Duration) PingPongResult
+	destroy()
 }
 
-// decodePPAddr parses a message as the tools' sscanf("%x:%x:%x:%s") and
-// wire_gid_to_gid do.
-func decodePPAddr(parseWireGID func(string) (netip.Addr, error), msg []byte) (PPAddr, error) {
-	s := strings.TrimRight(string(msg), "\x00")
-	f := strings.Split(s, ":")
-	if len(f) != 4 {
-		return PPAddr{}, fmt.Errorf("pingpong exchange: bad message %q", s)
-	}
-	lid, err0 := strconv.ParseUint(f[0], 16, 16)
-	qpn, err1 := strconv.ParseUint(f[1], 16, 24)
-	p, err2 := strconv.ParseUint(f[2], 16, 24)
-	gid, err3 := parseWireGID(f[3])
-	if err0 != nil || err1 != nil || err2 != nil || err3 != nil {
-		return PPAddr{}, fmt.Errorf("pingpong exchange: bad message %q", s)
-	}
-	return PPAddr{LID: uint16(lid), QPN: uint32(qpn), PSN: uint32(p), GID: gid}, nil
-}
-
-// zeroGID reports whether a GID is absent or all zeros, as the C tools'
-// test of dest->gid.global.interface_id (they look at the low half only)
-// would treat it: no GRH, which RoCE cannot address.
-func zeroGID(g netip.Addr) bool {
-	if !g.IsValid() {
-		return true
-	}
-	b := g.As16()
-	return [8]byte(b[8:]) == [8]byte{}
-}
-
-// readPPAddrs reads n messages.
-func readPPAddrs(nc net.Conn, parse func(string) (netip.Addr, error), n int) ([]PPAddr, error) {
-	buf := make([]byte, n*ppMsgSize)
-	if _, err := io.ReadFull(nc, buf); err != nil {
-		return nil, fmt.Errorf("pingpong exchange: %w", err)
-	}
-	out := make([]PPAddr, n)
-	for i := range out {
-		a, err := decodePPAddr(parse, buf[i*ppMsgSize:(i+1)*ppMsgSize])
+// servePP accepts one client on l and plays the server's part of m: it
+// reads the client's messages, connects, answers with its own and waits
+// for "done" (pp_server_exch_dest).
+func servePP(ctx context.Context, d *Device, l net.Listener, m ppMode) (PingPongResult, error) {
+	accept := func() (net.Conn, error) { return rdmacore.Accept(l) }
+	return playPP(ctx, d, m, false, accept, func(nc net.Conn, e ppEnd) error {
+		mine := e.messages()
+		all, err := rdmacore.ReadDests(nc, len(mine))
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out[i] = a
-	}
-	return out, nil
+		if err := e.takeRemote(all); err != nil {
+			return err
+		}
+		if err := e.connect(ctx); err != nil {
+			return err
+		}
+		if err := rdmacore.WriteDests(nc, mine); err != nil {
+			return err
+		}
+		// The client's "done" says it has our address.
+		return rdmacore.ReadDone(nc)
+	})
 }
 
-// writePPAddrs writes one message per address.
-func writePPAddrs(nc net.Conn, wireGID func(netip.Addr) string, as []PPAddr) error {
-	buf := make([]byte, 0, len(as)*ppMsgSize)
-	for _, a := range as {
-		buf = append(buf, encodePPAddr(wireGID, a)...)
-	}
-	if _, err := nc.Write(buf); err != nil {
-		return fmt.Errorf("pingpong exchange: %w", err)
-	}
-	return nil
+// runPP connects to server (host or host:port) and plays the client's
+// part of m: it writes its messages, reads the server's and confirms
+// with "done" (pp_client_exch_dest), then connects.
+func runPP(ctx context.Context, d *Device, server string, m ppMode) (PingPongResult, error) {
+	dial := func() (net.Conn, error) { return rdmacore.Dial(ctx, server) }
+	return playPP(ctx, d, m, true, dial, func(nc net.Conn, e ppEnd) error {
+		mine := e.messages()
+		if err := rdmacore.WriteDests(nc, mine); err != nil {
+			return err
+		}
+		all, err := rdmacore.ReadDests(nc, len(mine))
+		if err != nil {
+			return err
+		}
+		if err := e.takeRemote(all); err != nil {
+			return err // the server sees the connection close
+		}
+		if err := rdmacore.WriteDone(nc); err != nil {
+			return err
+		}
+		// The client connects after the exchange.
+		return e.connect(ctx)
+	})
 }
 
-// ppDone is the client's last word: write(sockfd, "done", sizeof "done"),
-// the NUL included.
-var ppDone = []byte("done\x00")
-
-func readDone(nc net.Conn) error {
-	b := make([]byte, len(ppDone))
-	if _, err := io.ReadFull(nc, b); err != nil {
-		return fmt.Errorf("pingpong exchange: waiting for done: %w", err)
+// playPP is one side of m's test: check the parameters, open the
+// connection, set up the end, run the exchange, then the loop.
+func playPP(ctx context.Context, d *Device, m ppMode, client bool, open func() (net.Conn, error), exchange func(net.Conn, ppEnd) error) (PingPongResult, error) {
+	if err := m.prepare(d); err != nil {
+		return PingPongResult{}, err
 	}
-	return nil
-}
-
-func writeDone(nc net.Conn) error {
-	if _, err := nc.Write(ppDone); err != nil {
-		return fmt.Errorf("pingpong exchange: %w", err)
-	}
-	return nil
-}
-
-func dialPingPong(ctx context.Context, server string) (net.Conn, error) {
-	if _, _, err := net.SplitHostPort(server); err != nil {
-		server = net.JoinHostPort(server, strconv.Itoa(DefaultPort))
-	}
-	var dialer net.Dialer
-	nc, err := dialer.DialContext(ctx, "tcp", server)
+	nc, err := open()
 	if err != nil {
-		return nil, fmt.Errorf("connecting to the pingpong server: %w", err)
+		return PingPongResult{}, err
 	}
-	_ = nc.SetDeadline(time.Now().Add(30 * time.Second))
-	return nc, nil
+	defer nc.Close()
+	e, err := m.setup(ctx, d, nc)
+	if err != nil {
+		return PingPongResult{}, err
+	}
+	defer e.destroy()
+	if err := exchange(nc, e); err != nil {
+		return PingPongResult{}, err
+	}
+	l := e.loop()
+	el, err := l.run(ctx, client)
+	if err != nil {
+		return PingPongResult{}, err
+	}
+	return e.finish(el), nil
 }
 
-func acceptPingPong(l net.Listener) (net.Conn, error) {
-	nc, err := l.Accept()
-	if err != nil {
-		return nil, err
-	}
-	_ = nc.SetDeadline(time.Now().Add(30 * time.Second))
-	return nc, nil
+// ppResult is the result of size-byte messages, iters of them each way,
+// in el.
+func ppResult(size, iters int, el time.Duration) PingPongResult {
+	return PingPongResult{Bytes: int64(size) * int64(iters) * 2, Iters: iters, Elapsed: el}
 }
 
 // AddressLines prints the local and remote address lines as the tool
@@ -158,33 +140,24 @@ func (r PingPongResult) AddressLines() string {
 		sep = ":"
 	}
 	for _, a := range r.Local {
-		fmt.Fprintf(&b, "  local address:  LID 0x%04x, QPN 0x%06x, PSN 0x%06x%s GID %s\n", a.LID, a.QPN, a.PSN, sep, ntopGID(a.GID))
+		fmt.Fprintf(&b, "  local address:  LID 0x%04x, QPN 0x%06x, PSN 0x%06x%s GID %s\n", a.LID, a.QPN, a.PSN, sep, rdmacore.NtopGID(a.GID))
 	}
 	for _, a := range r.Remote {
-		fmt.Fprintf(&b, "  remote address: LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", a.LID, a.QPN, a.PSN, ntopGID(a.GID))
+		fmt.Fprintf(&b, "  remote address: LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", a.LID, a.QPN, a.PSN, rdmacore.NtopGID(a.GID))
 	}
 	return b.String()
 }
 
-// ntopGID is inet_ntop(AF_INET6, gid): "::" for no GID, "::ffff:a.b.c.d"
-// for an IPv4-mapped one.
-func ntopGID(g netip.Addr) string {
-	if !g.IsValid() {
-		return "::"
-	}
-	return netip.AddrFrom16(g.As16()).String()
-}
-
-// ppLoop is the completion loop of ibv_ud_pingpong and ibv_srq_pingpong
-// (ibv_rc_pingpong's, generalised to several QPs as srq_pingpong does):
-// each QP keeps a pending mask of RECV|SEND; when a completion clears the
-// last bit and fewer than iters sends have completed in all, the QP posts
-// its next send. rcnt and scnt count over all QPs, so iters is the total,
-// not per QP. Receives come from one queue (the QP's own or the shared
-// one), refilled to rxDepth when at most nqps remain posted. Each QP's
-// completions come on cqs[i] (one CQ for all: a context's high bits name
-// the QP); the low bits are the work request's kind (ppRecvWRID,
-// ppSendWRID).
+// ppLoop is the completion loop of ibv_rc_pingpong, ibv_ud_pingpong and
+// ibv_srq_pingpong (ibv_rc_pingpong's, generalised to several QPs as
+// srq_pingpong does): each QP keeps a pending mask of RECV|SEND; when a
+// completion clears the last bit and fewer than iters sends have
+// completed in all, the QP posts its next send. rcnt and scnt count over
+// all QPs, so iters is the total, not per QP. Receives come from one
+// queue (the QP's own or the shared one), refilled to rxDepth when at
+// most nqps remain posted. Each QP's completions come on cqs[i] (one CQ
+// for all: a context's high bits name the QP); the low bits are the work
+// request's kind (ppRecvWRID, ppSendWRID).
 type ppLoop struct {
 	cqs      []*fabric.CQ
 	nqps     int

@@ -11,9 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/softfabric/softfabric/ctrl"
 	"github.com/softfabric/softfabric/dataplane/link/memlink"
 	"github.com/softfabric/softfabric/device"
+	"github.com/softfabric/softfabric/fabric"
+	"github.com/softfabric/softfabric/internal/oob/rdmacore"
 )
 
 // ppServer runs serve on b in the background; the returned function waits
@@ -60,9 +61,9 @@ func TestUDPingPong(t *testing.T) {
 	a, b := pair(t, memlink.Faults{})
 	// Size 0 takes ibv_ud_pingpong's default, 1024: the largest a 1500-byte
 	// link allows, exactly.
-	srv := UDPingPong{Iters: 300, WireGID: testWire, ParseWireGID: testParse}
+	srv := UDPingPong{Iters: 300}
 	addr, ctx, wait := ppServer(t, srv.Serve, b)
-	cl := UDPingPong{Iters: 300, WireGID: testWire, ParseWireGID: testParse}
+	cl := UDPingPong{Iters: 300}
 	c, err := cl.Run(ctx, OnDevice(a), addr)
 	s, serr := wait()
 	if err != nil || serr != nil {
@@ -79,7 +80,6 @@ func TestUDPingPong(t *testing.T) {
 func TestUDPingPongMTU(t *testing.T) {
 	a, _ := pair(t, memlink.Faults{})
 	for _, pp := range []UDPingPong{{Size: 2048}, {Size: 1024, MTU: 512}} {
-		pp.WireGID, pp.ParseWireGID = testWire, testParse
 		_, err := pp.Run(context.Background(), OnDevice(a), "127.0.0.1:1")
 		if err == nil || !strings.Contains(err.Error(), "larger than port MTU") {
 			t.Fatalf("size %d, MTU %d: %v", pp.Size, pp.MTU, err)
@@ -102,9 +102,9 @@ func TestSRQPingPong(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := pair(t, tc.faults)
-			srv := SRQPingPong{QPs: tc.qps, Iters: tc.iters, WireGID: testWire, ParseWireGID: testParse}
+			srv := SRQPingPong{QPs: tc.qps, Iters: tc.iters}
 			addr, ctx, wait := ppServer(t, srv.Serve, b)
-			cl := SRQPingPong{QPs: tc.qps, Iters: tc.iters, WireGID: testWire, ParseWireGID: testParse}
+			cl := SRQPingPong{QPs: tc.qps, Iters: tc.iters}
 			c, err := cl.Run(ctx, OnDevice(a), addr)
 			s, serr := wait()
 			if err != nil || serr != nil {
@@ -123,9 +123,9 @@ func TestSRQPingPong(t *testing.T) {
 // ends run with different -q notice the empty or extra slots.
 func TestSRQPingPongQPMismatch(t *testing.T) {
 	a, b := pair(t, memlink.Faults{})
-	srv := SRQPingPong{QPs: 2, Iters: 10, WireGID: testWire, ParseWireGID: testParse}
+	srv := SRQPingPong{QPs: 2, Iters: 10}
 	addr, ctx, wait := ppServer(t, srv.Serve, b)
-	cl := SRQPingPong{QPs: 4, Iters: 10, WireGID: testWire, ParseWireGID: testParse}
+	cl := SRQPingPong{QPs: 4, Iters: 10}
 	_, err := cl.Run(ctx, OnDevice(a), addr)
 	_, serr := wait()
 	if serr == nil || !strings.Contains(serr.Error(), "more than 2 QPs") {
@@ -147,49 +147,6 @@ func TestSRQPingPongBadParams(t *testing.T) {
 
 // The exchange's bytes, derived from rdma-core's libibverbs/examples:
 //
-//	char msg[sizeof "0000:000000:000000:00000000000000000000000000000000"];
-//	sprintf(msg, "%04x:%06x:%06x:%s", lid, qpn, psn, gid);  /* gid_to_wire_gid */
-//	write(sockfd, msg, sizeof msg);
-//
-// sizeof msg is 51 characters and the NUL: 52 bytes, the NUL last. On
-// RoCE the LID is 0. gid_to_wire_gid prints the GID's 16 bytes in order as
-// 32 lowercase hex digits (see ctrl.TestWireGIDVector), so the IPv4-mapped
-// GID of 198.18.0.1 is 00000000000000000000ffffc6120001. Without -g the
-// tools send memset-zero GIDs: 32 zeros.
-func TestPPAddrVectors(t *testing.T) {
-	gid := netip.MustParseAddr("198.18.0.1")
-	for _, tc := range []struct {
-		a    PPAddr
-		want string
-	}{
-		{PPAddr{QPN: 0x11, PSN: 0xabcdef, GID: gid}, "0000:000011:abcdef:00000000000000000000ffffc6120001\x00"},
-		{PPAddr{LID: 0x1a, QPN: 0xfffffe, PSN: 0x000001, GID: netip.MustParseAddr("fd00:198:18::2")}, "001a:fffffe:000001:fd000198001800000000000000000002\x00"},
-		// srq_pingpong's unused slots (memset(my_dest, 0, ...)) and a
-		// tool run without -g.
-		{PPAddr{}, "0000:000000:000000:00000000000000000000000000000000\x00"},
-	} {
-		got := encodePPAddr(ctrl.WireGID, tc.a)
-		if string(got) != tc.want || len(got) != 52 {
-			t.Errorf("encode %+v = %q (%d bytes), want %q", tc.a, got, len(got), tc.want)
-		}
-		back, err := decodePPAddr(ctrl.ParseWireGID, got)
-		wantGID := tc.a.GID
-		if !wantGID.IsValid() {
-			wantGID = netip.IPv6Unspecified()
-		}
-		if err != nil || back.LID != tc.a.LID || back.QPN != tc.a.QPN || back.PSN != tc.a.PSN || back.GID.Unmap() != wantGID.Unmap() {
-			t.Errorf("decode %q = %+v, %v", got, back, err)
-		}
-	}
-	// sscanf's %x takes upper case too.
-	if a, err := decodePPAddr(ctrl.ParseWireGID, []byte("0000:00ABCD:0000FF:00000000000000000000FFFFC6120001\x00")); err != nil || a.QPN != 0xabcd || a.PSN != 0xff || a.GID.Unmap() != gid {
-		t.Errorf("upper case: %+v, %v", a, err)
-	}
-	if string(ppDone) != "done\x00" { // write(sockfd, "done", sizeof "done")
-		t.Errorf("done = %q", ppDone)
-	}
-}
-
 // TestPPOutputVectors: the result lines are the tools'
 //
 //	printf("%lld bytes in %.2f seconds = %.2f Mbit/sec\n", bytes, usec / 1000000., bytes * 8. / usec);
@@ -205,8 +162,8 @@ func TestPPAddrVectors(t *testing.T) {
 // inet_ntop(AF_INET6).
 func TestPPOutputVectors(t *testing.T) {
 	r := PingPongResult{Bytes: 1024 * 1000 * 2, Iters: 1000, Elapsed: 1500 * time.Millisecond, Mode: "ud",
-		Local:  []PPAddr{{QPN: 0x11, PSN: 0xabcdef, GID: netip.AddrFrom16(netip.MustParseAddr("198.18.0.1").As16())}},
-		Remote: []PPAddr{{QPN: 0x12, PSN: 0x000042}}}
+		Local:  []PPAddr{{QPInfo: fabric.QPInfo{QPN: 0x11, PSN: 0xabcdef, GID: netip.AddrFrom16(netip.MustParseAddr("198.18.0.1").As16())}}},
+		Remote: []PPAddr{{QPInfo: fabric.QPInfo{QPN: 0x12, PSN: 0x000042}}}}
 	if got, want := r.String(), "2048000 bytes in 1.50 seconds = 10.92 Mbit/sec\n1000 iters in 1.50 seconds = 1500.00 usec/iter\n"; got != want {
 		t.Errorf("result %q, want %q", got, want)
 	}
@@ -253,7 +210,7 @@ const cGID = "00000000000000000000ffff7f000001" // 127.0.0.1, where pair's devic
 // slots.
 func TestSRQExchangeBytes(t *testing.T) {
 	_, b := pair(t, memlink.Faults{})
-	srv := SRQPingPong{QPs: 3, Iters: 1, WireGID: ctrl.WireGID, ParseWireGID: ctrl.ParseWireGID}
+	srv := SRQPingPong{QPs: 3, Iters: 1}
 	addr, _, wait := ppServer(t, func(ctx context.Context, d *Device, l net.Listener) (PingPongResult, error) {
 		ctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond) // no peer QPs behind the messages
 		defer cancel()
@@ -261,20 +218,20 @@ func TestSRQExchangeBytes(t *testing.T) {
 	}, b)
 	var msgs []string
 	for i := 0; i < SRQMaxQP; i++ {
-		m := "0000:000000:000000:" + zeroWireGID
+		m := "0000:000000:000000:" + rdmacore.ZeroWireGID
 		if i < 3 {
 			m = "0000:00010" + string(rune('0'+i)) + ":00000" + string(rune('0'+i)) + ":" + cGID
 		}
 		msgs = append(msgs, m)
 	}
-	got := cPeer(t, addr, msgs, SRQMaxQP*ppMsgSize)
+	got := cPeer(t, addr, msgs, rdmacore.SRQMaxQP*rdmacore.MsgSize)
 	_, err := wait()
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("server: %v, want the deadline (its peer QPs do not exist)", err)
 	}
-	zero := "0000:000000:000000:" + zeroWireGID + "\x00"
+	zero := "0000:000000:000000:" + rdmacore.ZeroWireGID + "\x00"
 	for i := 0; i < SRQMaxQP; i++ {
-		m := string(got[i*ppMsgSize : (i+1)*ppMsgSize])
+		m := string(got[i*rdmacore.MsgSize : (i+1)*rdmacore.MsgSize])
 		if i >= 3 && m != zero {
 			t.Fatalf("slot %d: %q, want %q", i, m, zero)
 		}
@@ -289,13 +246,13 @@ func TestSRQExchangeBytes(t *testing.T) {
 // -g), which RoCE cannot address.
 func TestUDExchangeBytes(t *testing.T) {
 	_, b := pair(t, memlink.Faults{})
-	srv := UDPingPong{Iters: 1, WireGID: ctrl.WireGID, ParseWireGID: ctrl.ParseWireGID}
+	srv := UDPingPong{Iters: 1}
 	addr, _, wait := ppServer(t, func(ctx context.Context, d *Device, l net.Listener) (PingPongResult, error) {
 		ctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		defer cancel()
 		return srv.Serve(ctx, d, l)
 	}, b)
-	got := cPeer(t, addr, []string{"0000:000abc:000001:" + cGID}, ppMsgSize)
+	got := cPeer(t, addr, []string{"0000:000abc:000001:" + cGID}, rdmacore.MsgSize)
 	if _, err := wait(); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("server: %v", err)
 	}
@@ -309,7 +266,7 @@ func TestUDExchangeBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	if _, err := nc.Write([]byte("0000:000abc:000001:" + zeroWireGID + "\x00")); err != nil {
+	if _, err := nc.Write([]byte("0000:000abc:000001:" + rdmacore.ZeroWireGID + "\x00")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := wait(); err == nil || !strings.Contains(err.Error(), "-g") {

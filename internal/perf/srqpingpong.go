@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/netip"
 	"time"
 
 	"github.com/softfabric/softfabric/fabric"
+	"github.com/softfabric/softfabric/internal/oob/rdmacore"
 )
 
 // SRQPingPong runs ibv_srq_pingpong's test (rdma-core
@@ -38,15 +38,11 @@ type SRQPingPong struct {
 	Iters int // exchanges over all QPs together (-n, default 1000)
 	MTU   int // path MTU (-m, default 1024)
 	QPs   int // queue pairs (-q, default 16, at most SRQMaxQPs)
-	// WireGID and ParseWireGID convert GIDs to and from rdma-core's
-	// 32-hex-digit exchange format.
-	WireGID      func(netip.Addr) string
-	ParseWireGID func(string) (netip.Addr, error)
 }
 
 // SRQMaxQP is srq_pingpong's MAX_QP: the number of messages its exchange
 // carries each way.
-const SRQMaxQP = 256
+const SRQMaxQP = rdmacore.SRQMaxQP
 
 // SRQMaxQPs is the most QPs srq_pingpong runs: it refuses
 // num_qp >= MAX_QP (older versions did not check, and overran their
@@ -99,14 +95,14 @@ type srqEnd struct {
 }
 
 // prepare is the first step, before any connection: the parameters.
-func (pp *SRQPingPong) prepare() error {
+func (pp *SRQPingPong) prepare(*Device) error {
 	pp.defaults()
 	return pp.check()
 }
 
 // setup opens the end's domain (the exchange runs from nc's local
 // address) and its QPs, and posts the receives.
-func (pp *SRQPingPong) setup(ctx context.Context, d *Device, nc net.Conn) (*srqEnd, error) {
+func (pp *SRQPingPong) setup(ctx context.Context, d *Device, nc net.Conn) (ppEnd, error) {
 	local, _ := localAddr(nc)
 	fb, err := d.open(ctx, local, fabric.EPMsg, fabric.ProgressAuto, 16, 16)
 	if err != nil {
@@ -165,7 +161,7 @@ func (e *srqEnd) open() error {
 			return fmt.Errorf("couldn't create QP[%d]: %w", i, err)
 		}
 		q := ep.QPInfo()
-		e.local = append(e.local, PPAddr{QPN: q.QPN, PSN: q.PSN})
+		e.local = append(e.local, PPAddr{QPInfo: fabric.QPInfo{QPN: q.QPN, PSN: q.PSN}})
 	}
 	return nil
 }
@@ -224,12 +220,13 @@ func (e *srqEnd) takeRemote(all []PPAddr) error {
 // GID of message 0.
 func (e *srqEnd) connect(ctx context.Context) error {
 	gid := e.remote[0].GID
-	if zeroGID(gid) {
+	if !e.remote[0].HasGID() {
 		return fmt.Errorf("the peer sent no GID: RoCE needs one; give ibv_srq_pingpong -g <gid index>")
 	}
 	mtu := min(e.pp.MTU, e.fb.dom.ActiveMTU())
 	for i, ep := range e.eps {
-		r := fabric.QPInfo{QPN: e.remote[i].QPN, PSN: e.remote[i].PSN, GID: gid}
+		r := e.remote[i].QPInfo
+		r.GID = gid
 		o := fabric.QPOptions{PathMTU: mtu, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MinRNRTimer: 12, RdAtomic: 1}
 		if err := ep.ConnectQP(ctx, r, o); err != nil {
 			return fmt.Errorf("failed to connect QP[%d]: %w", i, err)
@@ -238,87 +235,26 @@ func (e *srqEnd) connect(ctx context.Context) error {
 	return nil
 }
 
-func (e *srqEnd) loop(ctx context.Context, client bool) (PingPongResult, error) {
-	l := ppLoop{cqs: e.cqs, nqps: len(e.eps), rxDepth: ppRxDepth, iters: e.pp.Iters, postRecv: e.postRecv, postSend: e.postSend}
-	el, err := l.run(ctx, client)
-	if err != nil {
-		return PingPongResult{}, err
-	}
+func (e *srqEnd) loop() ppLoop {
+	return ppLoop{cqs: e.cqs, nqps: len(e.eps), rxDepth: ppRxDepth, iters: e.pp.Iters, postRecv: e.postRecv, postSend: e.postSend}
+}
+
+func (e *srqEnd) finish(el time.Duration) PingPongResult {
 	// The peer may still need our ACKs, or replays of lost ones: keep
 	// answering until the link has been quiet for two retransmission
 	// timeouts (timeout 14 is 67 ms).
 	e.fb.drainQuiet(150*time.Millisecond, time.Second)
-	return PingPongResult{
-		Bytes: int64(e.pp.Size) * int64(e.pp.Iters) * 2, Iters: e.pp.Iters, Elapsed: el,
-		Mode: "srq", Local: e.local, Remote: e.remote,
-	}, nil
+	r := ppResult(e.pp.Size, e.pp.Iters, el)
+	r.Mode, r.Local, r.Remote = "srq", e.local, e.remote
+	return r
 }
 
 // Serve accepts one client on l and plays the server's part.
 func (pp *SRQPingPong) Serve(ctx context.Context, d *Device, l net.Listener) (PingPongResult, error) {
-	if err := pp.prepare(); err != nil {
-		return PingPongResult{}, err
-	}
-	nc, err := acceptPingPong(l)
-	if err != nil {
-		return PingPongResult{}, err
-	}
-	defer nc.Close()
-	e, err := pp.setup(ctx, d, nc)
-	if err != nil {
-		return PingPongResult{}, err
-	}
-	defer e.destroy()
-	all, err := readPPAddrs(nc, pp.ParseWireGID, SRQMaxQP)
-	if err != nil {
-		return PingPongResult{}, err
-	}
-	if err := e.takeRemote(all); err != nil {
-		return PingPongResult{}, err
-	}
-	if err := e.connect(ctx); err != nil {
-		return PingPongResult{}, err
-	}
-	if err := writePPAddrs(nc, pp.WireGID, e.messages()); err != nil {
-		return PingPongResult{}, err
-	}
-	if err := readDone(nc); err != nil {
-		return PingPongResult{}, err
-	}
-	return e.loop(ctx, false)
+	return servePP(ctx, d, l, pp)
 }
 
 // Run connects to server (host or host:port) and plays the client's part.
 func (pp *SRQPingPong) Run(ctx context.Context, d *Device, server string) (PingPongResult, error) {
-	if err := pp.prepare(); err != nil {
-		return PingPongResult{}, err
-	}
-	nc, err := dialPingPong(ctx, server)
-	if err != nil {
-		return PingPongResult{}, err
-	}
-	defer nc.Close()
-	e, err := pp.setup(ctx, d, nc)
-	if err != nil {
-		return PingPongResult{}, err
-	}
-	defer e.destroy()
-	if err := writePPAddrs(nc, pp.WireGID, e.messages()); err != nil {
-		return PingPongResult{}, err
-	}
-	all, err := readPPAddrs(nc, pp.ParseWireGID, SRQMaxQP)
-	if err != nil {
-		return PingPongResult{}, err
-	}
-	if err := e.takeRemote(all); err != nil {
-		return PingPongResult{}, err // the server sees the connection close
-	}
-	if err := writeDone(nc); err != nil {
-		return PingPongResult{}, err
-	}
-	// The client connects its QPs after the exchange.
-	if err := e.connect(ctx); err != nil {
-		return PingPongResult{}, err
-	}
-	return e.loop(ctx, true)
+	return runPP(ctx, d, server, pp)
 }

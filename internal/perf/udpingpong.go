@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"net/netip"
 	"time"
 
 	"github.com/softfabric/softfabric/fabric"
@@ -32,9 +31,7 @@ type UDPingPong struct {
 	Iters int // round trips (-n, default 1000)
 	// MTU, when set, lowers the limit on Size below the port's active MTU
 	// (ibv_ud_pingpong has no -m: it always checks against the port).
-	MTU          int
-	WireGID      func(netip.Addr) string
-	ParseWireGID func(string) (netip.Addr, error)
+	MTU int
 }
 
 // UDQKey is the Q_Key ibv_ud_pingpong gives its QP and its sends.
@@ -97,7 +94,7 @@ func (pp *UDPingPong) prepare(d *Device) error {
 
 // setup opens the end's domain (the exchange runs from nc's local
 // address) and endpoint, and posts the receives.
-func (pp *UDPingPong) setup(ctx context.Context, d *Device, nc net.Conn) (*udEnd, error) {
+func (pp *UDPingPong) setup(ctx context.Context, d *Device, nc net.Conn) (ppEnd, error) {
 	local, _ := localAddr(nc)
 	fb, err := d.open(ctx, local, fabric.EPDgram, fabric.ProgressManual, 16, ppRxDepth)
 	if err != nil {
@@ -157,7 +154,7 @@ func (e *udEnd) open() error {
 		return err
 	}
 	// The tool announces its send queue's PSN, which a UD peer ignores.
-	e.local = PPAddr{QPN: e.ep.QPInfo().QPN, PSN: rand.Uint32() & 0xffffff}
+	e.local = PPAddr{QPInfo: fabric.QPInfo{QPN: e.ep.QPInfo().QPN, PSN: rand.Uint32() & 0xffffff}}
 	return nil
 }
 
@@ -185,10 +182,17 @@ func (e *udEnd) postSend(int) error {
 	return e.ep.Send(e.buf[udGRHSize:], e.mr.Desc(), e.peer, ppSendWRID)
 }
 
+func (e *udEnd) messages() []PPAddr { return []PPAddr{e.local} }
+
+func (e *udEnd) takeRemote(all []PPAddr) error {
+	e.remote = all[0]
+	return nil
+}
+
 // connect is pp_connect_ctx: the address handle (an AV entry) to the
 // peer's GID.
-func (e *udEnd) connect(ctx context.Context) error {
-	if zeroGID(e.remote.GID) {
+func (e *udEnd) connect(context.Context) error {
+	if !e.remote.HasGID() {
 		return fmt.Errorf("the peer sent no GID (QPN %#06x): RoCE needs one; give ibv_ud_pingpong -g <gid index>", e.remote.QPN)
 	}
 	x, err := e.av.Insert(fabric.Address{IP: e.remote.GID, QPN: e.remote.QPN})
@@ -199,81 +203,24 @@ func (e *udEnd) connect(ctx context.Context) error {
 	return nil
 }
 
-func (e *udEnd) loop(ctx context.Context, client bool) (PingPongResult, error) {
-	l := ppLoop{cqs: []*fabric.CQ{e.cq}, nqps: 1, rxDepth: ppRxDepth, iters: e.pp.Iters, postRecv: e.postRecv, postSend: e.postSend}
-	el, err := l.run(ctx, client)
-	if err != nil {
-		return PingPongResult{}, err
-	}
+func (e *udEnd) loop() ppLoop {
+	return ppLoop{cqs: []*fabric.CQ{e.cq}, nqps: 1, rxDepth: ppRxDepth, iters: e.pp.Iters, postRecv: e.postRecv, postSend: e.postSend}
+}
+
+func (e *udEnd) finish(el time.Duration) PingPongResult {
 	// The last datagram must leave before the QP goes away.
 	e.fb.drainUntil(time.Now().Add(10 * time.Millisecond))
-	return PingPongResult{
-		Bytes: int64(e.pp.Size) * int64(e.pp.Iters) * 2, Iters: e.pp.Iters, Elapsed: el,
-		Mode: "ud", Local: []PPAddr{e.local}, Remote: []PPAddr{e.remote},
-	}, nil
+	r := ppResult(e.pp.Size, e.pp.Iters, el)
+	r.Mode, r.Local, r.Remote = "ud", []PPAddr{e.local}, []PPAddr{e.remote}
+	return r
 }
 
 // Serve accepts one client on l and plays the server's part.
 func (pp *UDPingPong) Serve(ctx context.Context, d *Device, l net.Listener) (PingPongResult, error) {
-	if err := pp.prepare(d); err != nil {
-		return PingPongResult{}, err
-	}
-	nc, err := acceptPingPong(l)
-	if err != nil {
-		return PingPongResult{}, err
-	}
-	defer nc.Close()
-	e, err := pp.setup(ctx, d, nc)
-	if err != nil {
-		return PingPongResult{}, err
-	}
-	defer e.destroy()
-	rs, err := readPPAddrs(nc, pp.ParseWireGID, 1)
-	if err != nil {
-		return PingPongResult{}, err
-	}
-	e.remote = rs[0]
-	if err := e.connect(ctx); err != nil {
-		return PingPongResult{}, err
-	}
-	if err := writePPAddrs(nc, pp.WireGID, []PPAddr{e.local}); err != nil {
-		return PingPongResult{}, err
-	}
-	if err := readDone(nc); err != nil {
-		return PingPongResult{}, err
-	}
-	return e.loop(ctx, false)
+	return servePP(ctx, d, l, pp)
 }
 
 // Run connects to server (host or host:port) and plays the client's part.
 func (pp *UDPingPong) Run(ctx context.Context, d *Device, server string) (PingPongResult, error) {
-	if err := pp.prepare(d); err != nil {
-		return PingPongResult{}, err
-	}
-	nc, err := dialPingPong(ctx, server)
-	if err != nil {
-		return PingPongResult{}, err
-	}
-	defer nc.Close()
-	e, err := pp.setup(ctx, d, nc)
-	if err != nil {
-		return PingPongResult{}, err
-	}
-	defer e.destroy()
-	if err := writePPAddrs(nc, pp.WireGID, []PPAddr{e.local}); err != nil {
-		return PingPongResult{}, err
-	}
-	rs, err := readPPAddrs(nc, pp.ParseWireGID, 1)
-	if err != nil {
-		return PingPongResult{}, err
-	}
-	e.remote = rs[0]
-	if err := writeDone(nc); err != nil {
-		return PingPongResult{}, err
-	}
-	// The client creates its address handle after the exchange.
-	if err := e.connect(ctx); err != nil {
-		return PingPongResult{}, err
-	}
-	return e.loop(ctx, true)
+	return runPP(ctx, d, server, pp)
 }
