@@ -242,6 +242,15 @@ func (q *CQ) sleep(ctx context.Context) {
 	for mine>>w != 1 {
 		w++
 	}
+	// One goroutine at a time sleeps in a worker (its sleeper is not made
+	// for two), holding the worker's progress lock meanwhile: another
+	// reader waits briefly instead, a post wakes the sleeper.
+	wk := q.d.workers[w]
+	if !wk.progMu.TryLock() {
+		time.Sleep(20 * time.Microsecond)
+		return
+	}
+	defer wk.progMu.Unlock()
 	timeout := time.Millisecond
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(dl))

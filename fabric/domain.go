@@ -129,6 +129,12 @@ func (w *worker) progress() bool {
 		return false
 	}
 	defer w.progMu.Unlock()
+	// What the caller posted goes out in this pass, not the next: into
+	// the queue pairs first, then the engine transmits it, then what
+	// completed is reaped.
+	for _, ep := range *w.eps.Load() {
+		ep.submit()
+	}
 	ok1, _ := w.d.dev.ProgressWorker(w.id)
 	ok2, _ := w.pass()
 	return ok1 || ok2
@@ -200,6 +206,8 @@ func (d *Domain) pickWorker() *worker {
 // or a shared receive context.
 type servicer interface {
 	service() bool
+	// submit hands what was posted to the queue pairs, and no more.
+	submit() bool
 	posted() bool
 }
 

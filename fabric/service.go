@@ -29,6 +29,14 @@ func (ep *Endpoint) service() bool {
 	return did
 }
 
+func (ep *Endpoint) submit() bool {
+	if ep.rdm != nil {
+		return ep.rdmSubmitTx()
+	}
+	did := ep.submitTx()
+	return ep.submitRx() || did
+}
+
 // submitTx hands posted transmit operations to the queue pair.
 func (ep *Endpoint) submitTx() bool {
 	posted := ep.tx.posted.Load()

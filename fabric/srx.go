@@ -76,17 +76,7 @@ func (s *SharedRx) posted() bool { return s.rx.waiting() }
 // service posts the pool's new receives to the shared queue and hands
 // completions to their endpoints.
 func (s *SharedRx) service() bool {
-	did := false
-	for posted := s.rx.posted.Load(); s.rx.submitted != posted; {
-		op := &s.rx.ops[s.rx.submitted&s.rx.mask]
-		copy(s.sgl[:], op.sgl[:op.nsge])
-		s.rwr = verbs.RecvWR{ID: s.rx.submitted, SGL: s.sgl[:op.nsge]}
-		if err := s.rq.Post(&s.rwr); errors.Is(err, verbs.ErrQueueFull) {
-			break
-		}
-		s.rx.submitted++
-		did = true
-	}
+	did := s.submit()
 	for {
 		if !s.held && s.vrq.Poll(s.vc[:]) == 0 {
 			break
@@ -105,6 +95,22 @@ func (s *SharedRx) service() bool {
 			}
 		}
 		s.rx.done.Store(v.WRID + 1)
+		did = true
+	}
+	return did
+}
+
+// submit posts the pool's new receives to the shared queue.
+func (s *SharedRx) submit() bool {
+	did := false
+	for posted := s.rx.posted.Load(); s.rx.submitted != posted; {
+		op := &s.rx.ops[s.rx.submitted&s.rx.mask]
+		copy(s.sgl[:], op.sgl[:op.nsge])
+		s.rwr = verbs.RecvWR{ID: s.rx.submitted, SGL: s.sgl[:op.nsge]}
+		if err := s.rq.Post(&s.rwr); errors.Is(err, verbs.ErrQueueFull) {
+			break
+		}
+		s.rx.submitted++
 		did = true
 	}
 	return did

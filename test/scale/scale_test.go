@@ -15,6 +15,8 @@
 //	SOFTFABRIC_SCALE_PIN         "1": pin the client's workers to the first CPUs and
 //	                             the server's to the next ones (--cpus)
 //	SOFTFABRIC_SCALE_OUT         also write the table to this file
+//	SOFTFABRIC_SCALE_PROFILE     a directory: each case's client writes a CPU
+//	                             profile there (CASE-qQ-client.prof)
 package scale
 
 import (
@@ -211,6 +213,9 @@ func runCase(p *netnstest.Pair, c scaleCase, q int, dur time.Duration) (measured
 	}
 	args = append(append(append(args, common...), ccpus...), p.B.Addr.Addr().String())
 	cmd := p.A.Command(sfBin, args...)
+	if dir := os.Getenv("SOFTFABRIC_SCALE_PROFILE"); dir != "" {
+		cmd.Env = append(os.Environ(), fmt.Sprintf("SOFTFABRIC_CPUPROFILE=%s/%s-q%d-client.prof", dir, c.name, q))
+	}
 	var cout, cerr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &cout, &cerr
 	if err := cmd.Run(); err != nil {

@@ -158,6 +158,7 @@ func (p *Port) waiting() bool {
 }
 
 // Sleep blocks until a frame arrives, Wake is called or timeout passes.
+// One goroutine sleeps in a port at a time.
 func (p *Port) Sleep(timeout time.Duration) error {
 	p.sleeping.Store(true)
 	defer p.sleeping.Store(false)
