@@ -56,6 +56,7 @@ type Endpoint struct {
 	eq                   *EQ
 	tx                   opRing[txOp]
 	txTaken              uint64 // the slot beginTx took
+	lastSignaled         uint64 // the last transmit asking for a completion (worker)
 	rx                   opRing[rxOp]
 	injectMR, scratchMR  *mr.Region
 	injectBuf            []byte

@@ -51,8 +51,17 @@ func (ep *Endpoint) submitTx() bool {
 		seq := ep.tx.submitted
 		op := &ep.tx.ops[seq&ep.tx.mask]
 		wr := &ep.swr
-		*wr = verbs.SendWR{ID: seq, Op: op.op, Flags: verbs.Signaled, SGL: ep.sgl[:op.nsge], Imm: op.imm,
+		*wr = verbs.SendWR{ID: seq, Op: op.op, SGL: ep.sgl[:op.nsge], Imm: op.imm,
 			RemoteAddr: op.raddr, RKey: op.rkey, CompareAdd: op.cmp, Swap: op.swap}
+		// Only operations that report, or count, ask the transport for a
+		// completion (and so for an immediate ACK): the others complete
+		// with the next one that does, in order, as unsignaled verbs work
+		// requests do. One in every half ring is signalled regardless, so
+		// that slots come back to an application that reports nothing.
+		if op.report || op.cntr != nil || seq-ep.lastSignaled >= uint64(len(ep.tx.ops)/2) {
+			wr.Flags = verbs.Signaled
+			ep.lastSignaled = seq
+		}
 		copy(ep.sgl[:], op.sgl[:op.nsge])
 		var err error
 		if ep.udqp != nil {
@@ -127,6 +136,10 @@ func (ep *Endpoint) reapTx(all bool) bool {
 	n := ep.vsq.Poll(ep.vc[:k])
 	for i := 0; i < n; i++ {
 		v := &ep.vc[i]
+		// Unsignaled operations before this one completed with it.
+		for d := ep.tx.done.Load(); d < v.WRID; d++ {
+			ep.tx.ops[d&ep.tx.mask].cntr.count(true)
+		}
 		op := &ep.tx.ops[v.WRID&ep.tx.mask]
 		st := statusOf(v.Status, false)
 		if op.fail != StatusOK {
