@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -280,11 +279,6 @@ func newRunner(s *session, cfg Config, peers []qpInfo, iters int, start time.Tim
 // keeps driving its worker (frames for other lanes' queue pairs may
 // arrive on its queue) until every lane is.
 func (r *runner) loop(ctx context.Context, dom *fabric.Domain, left *atomic.Int32) error {
-	// A busy-polling lane keeps its thread, as the device's own workers
-	// do: the scheduler would otherwise move it between threads at every
-	// transmit kick (a system call), and other lanes with it.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	if err := dom.PinThread(r.s.worker); err != nil {
 		left.Add(-1)
 		return err
