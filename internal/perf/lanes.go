@@ -110,46 +110,67 @@ func (ls lanes) transport() Transport {
 
 // serve keeps the lanes' receive queues full and counts receives until
 // done delivers; then it returns the receives counted. The domain's
-// workers drive the transport (automatic progress); serve only reads
-// the CQs, backing off while nothing arrives.
+// workers drive the transport (automatic progress); serve only reads the
+// CQs: a goroutine per lane, parked on its CQ while nothing arrives, so
+// that a receive is posted again as soon as its message is in (a loop
+// that slept between polls left latency runs waiting on RNR retries).
 func (ls lanes) serve(ctx context.Context, recv bool, done <-chan error) (int, error) {
-	received := 0
-	var idle backoff
-	for {
+	if !recv {
 		select {
 		case err := <-done:
-			if err != nil {
-				return 0, err
-			}
-			return received, nil
+			return 0, err
 		case <-ctx.Done():
 			return 0, ctx.Err()
-		default:
 		}
-		did := false
-		if recv {
-			for _, s := range ls {
-				if err := s.flush(); err != nil {
-					return 0, err
-				}
-				n := s.cq.Read(s.cs)
-				for _, c := range s.cs[:n] {
-					if err := c.Err(); err != nil {
-						return 0, fmt.Errorf("receive completed with %v", err)
-					}
-					if err := s.repost(int(c.Context)); err != nil {
-						return 0, err
-					}
-				}
-				received += n
-				did = did || n > 0
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var received atomic.Int64
+	var wg sync.WaitGroup
+	errc := make(chan error, len(ls))
+	for _, s := range ls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.serveRecv(lctx, &received); err != nil && lctx.Err() == nil {
+				errc <- err
+			}
+		}()
+	}
+	var err error
+	select {
+	case err = <-done:
+	case err = <-errc:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	cancel()
+	wg.Wait()
+	if err != nil {
+		return 0, err
+	}
+	return int(received.Load()), nil
+}
+
+// serveRecv reposts the lane's receives as they complete, until ctx ends.
+func (s *session) serveRecv(ctx context.Context, received *atomic.Int64) error {
+	for {
+		if err := s.flush(); err != nil {
+			return err
+		}
+		n, err := s.cq.ReadContext(ctx, s.cs)
+		if err != nil {
+			return err
+		}
+		for _, c := range s.cs[:n] {
+			if err := c.Err(); err != nil {
+				return fmt.Errorf("receive completed with %v", err)
+			}
+			if err := s.repost(int(c.Context)); err != nil {
+				return err
 			}
 		}
-		if did {
-			idle.Busy()
-		} else {
-			idle.Idle()
-		}
+		received.Add(int64(n))
 	}
 }
 
