@@ -132,7 +132,10 @@ func (ls lanes) serve(ctx context.Context, recv bool, done <-chan error) (int, e
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := s.serveRecv(lctx, &received); err != nil && lctx.Err() == nil {
+			// serveRecv returns only with an error: a real one while the
+			// run goes on, the cancellation once it is over.
+			err := s.serveRecv(lctx, &received)
+			if lctx.Err() == nil {
 				errc <- err
 			}
 		}()

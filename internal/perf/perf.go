@@ -189,6 +189,9 @@ func serveRDMA(ctx context.Context, d *Device, c *conn, cfg Config) (Result, err
 		return Result{}, err
 	}
 	local, _ := localAddr(c.c)
+	// The domain's workers drive the transport (automatic progress): a
+	// lane driving its worker itself (manual progress, as the client's do)
+	// measured slower here, at every size (BENCHMARKS.md).
 	fb, err := d.open(ctx, local, fabric.EPMsg, fabric.ProgressAuto, 16, epQueue)
 	if err != nil {
 		return Result{}, err
