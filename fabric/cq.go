@@ -113,6 +113,17 @@ func (q *CQ) room(w int) int {
 	return len(r.buf) - int(r.tail.Load()-r.head.Load())
 }
 
+// fit bounds a batch of n completions that worker w is about to report to
+// what the CQ has room for: completions that do not fit stay where they
+// are (in the transport's queues) until the application reads. A nil CQ
+// (none bound) takes any number.
+func (q *CQ) fit(w, n int) int {
+	if q == nil {
+		return n
+	}
+	return min(n, q.room(w))
+}
+
 // push appends c to worker w's ring. Callers check room first; a
 // completion that still finds the ring full (a CQ shared beyond its
 // size, multi-receive or remote-write completions) is dropped and

@@ -47,22 +47,21 @@ type Endpoint struct {
 	txMu, rxMu sync.Mutex
 	state      atomic.Int32
 
-	txCQ, rxCQ           *CQ
-	selTx, selRx         bool
-	cntSend, cntRecv     *Counter
-	cntRead, cntWrite    *Counter
-	cntRRead, cntRWrite  *Counter
-	av                   *AV
-	eq                   *EQ
-	tx                   opRing[txOp]
-	txTaken              uint64 // the slot beginTx took
-	lastSignaled         uint64 // the last transmit asking for a completion (worker)
-	rx                   opRing[rxOp]
-	injectMR, scratchMR  *mr.Region
-	injectBuf            []byte
-	completionLevelFlags Flags
-	minMultiRecv         int
-	qkey                 uint32
+	txCQ, rxCQ          *CQ
+	selTx, selRx        bool
+	cntSend, cntRecv    *Counter
+	cntRead, cntWrite   *Counter
+	cntRRead, cntRWrite *Counter
+	av                  *AV
+	eq                  *EQ
+	tx                  opRing[txOp]
+	txTaken             uint64 // the slot beginTx took
+	lastSignaled        uint64 // the last transmit asking for a completion (worker)
+	rx                  opRing[rxOp]
+	injectMR, scratchMR *mr.Region
+	injectBuf           []byte
+	minMultiRecv        int
+	qkey                uint32
 
 	// Owned by the worker once enabled.
 	qp    engine.QP
@@ -138,7 +137,6 @@ func (d *Domain) Endpoint(info *Info) (*Endpoint, error) {
 	// pooled.
 	ep.tx.init(info.TX.Size, info.EP.Type == EPRDM)
 	ep.rx.init(info.RX.Size, info.EP.Type == EPRDM)
-	ep.completionLevelFlags = info.TX.Flags & (FlagTransmitComplete | FlagDeliveryComplete)
 	ep.minMultiRecv, ep.qkey = info.EP.MaxMsgSize, dgramQKey
 	ep.injectBuf = make([]byte, len(ep.tx.ops)*slotArea+ud.GRHSize)
 	r, err := d.dev.MRs().Register(ep.injectBuf, mr.LocalWrite)
@@ -412,19 +410,14 @@ func (ep *Endpoint) Close() error {
 func (ep *Endpoint) teardown() {
 	if ep.rdm != nil {
 		ep.rdmTeardown()
+		return
 	}
-	for _, q := range []engine.QP{ep.qp} {
-		if q == nil {
-			continue
-		}
-		switch q := q.(type) {
-		case *rc.QP:
-			a := verbs.QPAttr{State: verbs.StateErr}
-			_ = q.Modify(&a, verbs.AttrState)
-		case *ud.QP:
-			a := verbs.QPAttr{State: verbs.StateErr}
-			_ = q.Modify(&a, verbs.AttrState)
-		}
+	if q := ep.qp; q != nil {
+		// In error, the queue pair flushes what it holds as canceled.
+		a := verbs.QPAttr{State: verbs.StateErr}
+		_ = q.(interface {
+			Modify(*verbs.QPAttr, verbs.AttrMask) error
+		}).Modify(&a, verbs.AttrState)
 		ep.d.dev.Destroy(q)
 		if ep.srx != nil {
 			delete(ep.srx.eps, q.QPN())

@@ -19,53 +19,48 @@ const MaxCMData = cm.MaxPrivateData
 // connRequest is a connection request waiting for Accept or Reject.
 type connRequest struct {
 	req  *cm.Request
-	peer qpParams
+	peer QPInfo
 }
 
-// qpParams is what the two sides of a connection exchange about their
-// queue pairs: the seam's opaque parameters.
-type qpParams struct {
-	gid [16]byte
-	qpn uint32
-	psn uint32
-}
+// The seam's opaque parameters are a QPInfo: GID, QPN, first PSN.
+const qpInfoSize = 24
 
-const qpParamsSize = 24
-
-func (p qpParams) marshal() []byte {
-	b := make([]byte, qpParamsSize)
-	copy(b, p.gid[:])
-	binary.BigEndian.PutUint32(b[16:], p.qpn)
-	binary.BigEndian.PutUint32(b[20:], p.psn)
+func marshalQPInfo(q QPInfo) []byte {
+	b := make([]byte, qpInfoSize)
+	gid := q.GID.As16()
+	copy(b, gid[:])
+	binary.BigEndian.PutUint32(b[16:], q.QPN)
+	binary.BigEndian.PutUint32(b[20:], q.PSN)
 	return b
 }
 
-func parseQPParams(b []byte) (qpParams, error) {
-	if len(b) != qpParamsSize {
-		return qpParams{}, fmt.Errorf("%w: %d bytes of connection parameters", ErrInvalid, len(b))
+func parseQPInfo(b []byte) (QPInfo, error) {
+	if len(b) != qpInfoSize {
+		return QPInfo{}, fmt.Errorf("%w: %d bytes of connection parameters", ErrInvalid, len(b))
 	}
-	var p qpParams
-	copy(p.gid[:], b)
-	p.qpn = binary.BigEndian.Uint32(b[16:])
-	p.psn = binary.BigEndian.Uint32(b[20:])
-	return p, nil
+	return QPInfo{GID: netip.AddrFrom16([16]byte(b[:16])), QPN: binary.BigEndian.Uint32(b[16:]),
+		PSN: binary.BigEndian.Uint32(b[20:])}, nil
 }
 
-func (ep *Endpoint) localParams() qpParams {
-	gid, _ := ep.d.dev.GID(ep.info.Src)
-	return qpParams{gid: gid.As16(), qpn: ep.rcqp.QPN(), psn: ep.psn}
-}
-
-// connectQP moves the endpoint's queue pair to RTS towards peer. The
-// path is resolved first, off the worker.
-func (ep *Endpoint) connectQP(ctx context.Context, peer qpParams) error {
-	gid := netip.AddrFrom16(peer.gid)
-	if _, err := ep.d.dev.Path(ctx, gid, ep.rcqp.QPN(), peer.qpn); err != nil {
-		return fmt.Errorf("%w: no path to %v: %w", ErrAddrNotAvail, gid.Unmap(), err)
+// connectRC moves the endpoint's queue pair to RTS towards peer: the one
+// connection step of Connect, Accept and ConnectQP. The path is resolved
+// first, off the worker.
+func (ep *Endpoint) connectRC(ctx context.Context, peer QPInfo, o QPOptions) error {
+	if _, err := ep.d.dev.Path(ctx, peer.GID, ep.rcqp.QPN(), peer.QPN); err != nil {
+		return fmt.Errorf("%w: no path to %v: %w", ErrAddrNotAvail, peer.GID.Unmap(), err)
 	}
 	return ep.d.exec(ep.w, func() error {
-		return ep.d.dev.ConnectRC(ctx, ep.rcqp, ep.psn, device.Remote{QPN: peer.qpn, PSN: peer.psn, GID: gid}, device.ConnectOptions{})
+		return ep.d.dev.ConnectRC(ctx, ep.rcqp, ep.psn, device.Remote{QPN: peer.QPN, PSN: peer.PSN, GID: peer.GID},
+			device.ConnectOptions{PathMTU: o.PathMTU, RdAtomic: o.RdAtomic, Timeout: o.Timeout, RetryCnt: o.RetryCnt,
+				RNRRetry: o.RNRRetry, MinRNRTimer: o.MinRNRTimer})
 	})
+}
+
+// connected marks the endpoint connected and lets its worker send what
+// waited for the connection.
+func (ep *Endpoint) connected() {
+	ep.state.CompareAndSwap(epEnabled, epConnected)
+	ep.w.kick()
 }
 
 // Connect connects a MSG endpoint to the passive endpoint at addr (its
@@ -83,7 +78,7 @@ func (ep *Endpoint) Connect(ctx context.Context, addr netip.AddrPort, private []
 	if len(private) > MaxCMData {
 		return fmt.Errorf("connecting: %w: %d bytes of private data", ErrInvalid, len(private))
 	}
-	conn, reply, err := cm.Dial(ctx, cmDialAddr(ep.d, addr), ep.localParams().marshal(), private)
+	conn, reply, err := cm.Dial(ctx, cmDialAddr(ep.d, addr), marshalQPInfo(ep.QPInfo()), private)
 	if errors.Is(err, cm.ErrRejected) {
 		var rj *cm.RejectError
 		errors.As(err, &rj)
@@ -97,9 +92,9 @@ func (ep *Endpoint) Connect(ctx context.Context, addr netip.AddrPort, private []
 	if err != nil {
 		return fmt.Errorf("connecting to %v: %w", addr, err)
 	}
-	peer, err := parseQPParams(reply.Params)
+	peer, err := parseQPInfo(reply.Params)
 	if err == nil {
-		err = ep.connectQP(ctx, peer)
+		err = ep.connectRC(ctx, peer, QPOptions{})
 	}
 	if err != nil {
 		_ = conn.Disconnect()
@@ -123,11 +118,11 @@ func (ep *Endpoint) Accept(ctx context.Context, private []byte) error {
 	if len(private) > MaxCMData {
 		return fmt.Errorf("accepting: %w: %d bytes of private data", ErrInvalid, len(private))
 	}
-	if err := ep.connectQP(ctx, r.peer); err != nil {
+	if err := ep.connectRC(ctx, r.peer, QPOptions{}); err != nil {
 		_ = r.req.Reject(nil)
 		return fmt.Errorf("accepting: %w", err)
 	}
-	conn, err := r.req.Accept(ctx, ep.localParams().marshal(), private)
+	conn, err := r.req.Accept(ctx, marshalQPInfo(ep.QPInfo()), private)
 	if err != nil {
 		return fmt.Errorf("accepting: %w", err)
 	}
@@ -138,8 +133,7 @@ func (ep *Endpoint) Accept(ctx context.Context, private []byte) error {
 // established records an up connection and watches for its end.
 func (ep *Endpoint) established(conn *cm.Conn, private []byte) {
 	ep.conn = conn
-	ep.state.CompareAndSwap(epEnabled, epConnected)
-	ep.w.kick()
+	ep.connected()
 	ep.event(Event{Kind: EventConnected, EP: ep, Data: private})
 	go func() {
 		<-conn.Done()
@@ -234,7 +228,7 @@ func (p *PassiveEndpoint) loop(ctx context.Context) {
 		if err != nil {
 			return
 		}
-		peer, err := parseQPParams(req.Params())
+		peer, err := parseQPInfo(req.Params())
 		if err != nil {
 			_ = req.Reject(nil)
 			continue

@@ -6,7 +6,6 @@ import (
 	"net/netip"
 
 	"github.com/softfabric/softfabric/dataplane/rc"
-	"github.com/softfabric/softfabric/device"
 )
 
 // QPInfo is what tools of the rdma-core family (perftest, ibv_*_pingpong)
@@ -51,19 +50,10 @@ func (ep *Endpoint) ConnectQP(ctx context.Context, peer QPInfo, o QPOptions) err
 	if ep.state.Load() != epEnabled {
 		return fmt.Errorf("connecting a queue pair: %w: enable a fresh endpoint first", ErrInvalid)
 	}
-	if _, err := ep.d.dev.Path(ctx, peer.GID, ep.rcqp.QPN(), peer.QPN); err != nil {
-		return fmt.Errorf("connecting a queue pair: %w: no path to %v: %w", ErrAddrNotAvail, peer.GID.Unmap(), err)
-	}
-	err := ep.d.exec(ep.w, func() error {
-		return ep.d.dev.ConnectRC(ctx, ep.rcqp, ep.psn, device.Remote{QPN: peer.QPN, PSN: peer.PSN, GID: peer.GID},
-			device.ConnectOptions{PathMTU: o.PathMTU, RdAtomic: o.RdAtomic, Timeout: o.Timeout, RetryCnt: o.RetryCnt,
-				RNRRetry: o.RNRRetry, MinRNRTimer: o.MinRNRTimer})
-	})
-	if err != nil {
+	if err := ep.connectRC(ctx, peer, o); err != nil {
 		return fmt.Errorf("connecting a queue pair: %w", err)
 	}
-	ep.state.CompareAndSwap(epEnabled, epConnected)
-	ep.w.kick()
+	ep.connected()
 	return nil
 }
 

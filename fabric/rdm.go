@@ -265,7 +265,7 @@ func (ep *Endpoint) rdmSend(b []byte, desc Desc, dst Addr, ctx, data, tag uint64
 	}
 	level := f & (FlagTransmitComplete | FlagDeliveryComplete)
 	if level == 0 {
-		level = ep.completionLevelFlags
+		level = ep.info.TX.Flags & (FlagTransmitComplete | FlagDeliveryComplete)
 	}
 	if level&FlagDeliveryComplete != 0 && f&FlagInject == 0 {
 		op.rdm.hflags |= rdmAckReq
@@ -937,11 +937,7 @@ func (ep *Endpoint) srcOf(c *rdmConn) Addr {
 // rdmReapRx handles what arrived in the pool.
 func (ep *Endpoint) rdmReapRx() bool {
 	s := ep.rdm
-	k := len(s.vc)
-	if ep.rxCQ != nil {
-		k = min(k, ep.rxCQ.room(ep.w.id))
-	}
-	n := s.rcRQ.Poll(s.vc[:k])
+	n := s.rcRQ.Poll(s.vc[:ep.rxCQ.fit(ep.w.id, len(s.vc))])
 	for i := 0; i < n; i++ {
 		v := &s.vc[i]
 		idx := int(v.WRID)
@@ -1112,11 +1108,7 @@ func (ep *Endpoint) answered(h rdmHdr, payload []byte) {
 // rdmReapTx handles send completions of the endpoint's queue pairs.
 func (ep *Endpoint) rdmReapTx() bool {
 	s := ep.rdm
-	k := len(s.vc)
-	if ep.txCQ != nil {
-		k = min(k, ep.txCQ.room(ep.w.id))
-	}
-	n := s.rcSQ.Poll(s.vc[:k])
+	n := s.rcSQ.Poll(s.vc[:ep.txCQ.fit(ep.w.id, len(s.vc))])
 	for i := 0; i < n; i++ {
 		v := &s.vc[i]
 		if v.WRID&internalWR != 0 {
@@ -1190,7 +1182,6 @@ func (ep *Endpoint) rdmTeardown() {
 	s.multi = nil
 	_ = ep.d.dev.MRs().Deregister(s.poolMR)
 	_ = ep.d.dev.MRs().Deregister(s.cmMR)
-	ep.qp = nil
 }
 
 func (ep *Endpoint) rdmStats(st *TransportStats) {

@@ -130,8 +130,8 @@ func (ep *Endpoint) reapTx(all bool) bool {
 		return false
 	}
 	k := len(ep.vc)
-	if ep.txCQ != nil && !all {
-		k = min(k, ep.txCQ.room(ep.w.id))
+	if !all {
+		k = ep.txCQ.fit(ep.w.id, k)
 	}
 	n := ep.vsq.Poll(ep.vc[:k])
 	for i := 0; i < n; i++ {
@@ -164,8 +164,8 @@ func (ep *Endpoint) reapRx(all bool) bool {
 		return false
 	}
 	k := len(ep.vc)
-	if ep.rxCQ != nil && !all {
-		k = min(k, ep.rxCQ.room(ep.w.id))
+	if !all {
+		k = ep.rxCQ.fit(ep.w.id, k)
 	}
 	n := ep.vrq.Poll(ep.vc[:k])
 	for i := 0; i < n; i++ {
