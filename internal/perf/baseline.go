@@ -15,6 +15,7 @@ import (
 	"github.com/softfabric/softfabric/dataplane/psn"
 	"github.com/softfabric/softfabric/dataplane/wire"
 	"github.com/softfabric/softfabric/device"
+	"github.com/softfabric/softfabric/internal/backoff"
 )
 
 // Baselines are the reference measurements perf runs next to the RDMA
@@ -34,8 +35,8 @@ import (
 // an RC round trip carries it once and returns an ACK (or, for read,
 // carries a small request and the response).
 //
-// The baselines' servers poll as the engine's workers do (backoff, the
-// pacing of engine.Backoff): spinning while traffic comes, sleeping in
+// The baselines' servers poll as the engine's workers do (the same
+// internal/backoff): spinning while traffic comes, sleeping in
 // short steps when none does, so that their CPU time compares with
 // softfabric's.
 var Baselines = []string{"xdp", "udp"}
@@ -251,7 +252,7 @@ func (s *xdpSink) poll() (int, error) {
 // short sleeps when none does.
 func echoXDP(ctx context.Context, l link.Link, echo [][]byte, done <-chan error) (tally, error) {
 	s := newXDPSink(l, echo)
-	var idle backoff
+	var idle backoff.Backoff
 	for {
 		n, err := s.poll()
 		if err != nil {
@@ -268,7 +269,7 @@ func echoXDP(ctx context.Context, l link.Link, echo [][]byte, done <-chan error)
 			return tally{}, ctx.Err()
 		default:
 		}
-		idle.Idle()
+		idle.Idle(0, 0)
 	}
 }
 
@@ -287,7 +288,7 @@ func sinkXDP(ctx context.Context, links []link.Link, done <-chan error) (tally, 
 		go func() {
 			defer wg.Done()
 			s := sinks[i]
-			var idle backoff
+			var idle backoff.Backoff
 			for {
 				n, err := s.poll()
 				if err != nil {
@@ -301,7 +302,7 @@ func sinkXDP(ctx context.Context, links []link.Link, done <-chan error) (tally, 
 				if stop.Load() {
 					return
 				}
-				idle.Idle()
+				idle.Idle(0, 0)
 			}
 		}()
 	}

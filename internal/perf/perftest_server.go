@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/softfabric/softfabric/fabric"
+	"github.com/softfabric/softfabric/internal/backoff"
 	"github.com/softfabric/softfabric/internal/oob/perftest"
 )
 
@@ -48,7 +49,7 @@ func (sv *ptServe) await(ch <-chan perftest.Msg) ([]byte, error) {
 // poll calls f until it fails (errFinished: done), spinning while f
 // does something and backing off while it does not.
 func (sv *ptServe) poll(f func() (bool, error)) error {
-	var idle backoff
+	var idle backoff.Backoff
 	for n := 1; ; n++ {
 		did, err := f()
 		if err != nil {
@@ -60,7 +61,7 @@ func (sv *ptServe) poll(f func() (bool, error)) error {
 		if did {
 			idle.Busy()
 		} else {
-			idle.Idle()
+			idle.Idle(0, 0)
 		}
 	}
 }

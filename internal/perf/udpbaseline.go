@@ -13,6 +13,7 @@ import (
 
 	"github.com/softfabric/softfabric/dataplane/link"
 	"github.com/softfabric/softfabric/device"
+	"github.com/softfabric/softfabric/internal/backoff"
 	"github.com/softfabric/softfabric/internal/udpbatch"
 )
 
@@ -187,7 +188,7 @@ func serveUDP(ctx context.Context, c *conn, cfg Config) (Result, error) {
 	c0 := cpuNow()
 	// Poll as the engine does: spin while datagrams come, back off to
 	// short sleeps when none does.
-	var idle backoff
+	var idle backoff.Backoff
 	for {
 		n, err := s.poll()
 		if err != nil {
@@ -211,7 +212,7 @@ func serveUDP(ctx context.Context, c *conn, cfg Config) (Result, error) {
 			return Result{}, ctx.Err()
 		default:
 		}
-		idle.Idle()
+		idle.Idle(0, 0)
 	}
 }
 
