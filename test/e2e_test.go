@@ -15,26 +15,21 @@ import (
 
 	"github.com/softfabric/softfabric/ctrl"
 	"github.com/softfabric/softfabric/internal/netnstest"
+	"github.com/softfabric/softfabric/internal/sfbin"
 )
 
 // sfBin is the softfabric command built for these tests.
 var sfBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "softfabric-e2e")
+	bin, cleanup, err := sfbin.Build("../cmd/softfabric")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	sfBin = filepath.Join(dir, "softfabric")
-	build := exec.Command("go", "build", "-o", sfBin, "../cmd/softfabric")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building softfabric: %v\n%s", err, out)
-		os.Exit(1)
-	}
+	sfBin = bin
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
 

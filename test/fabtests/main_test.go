@@ -8,9 +8,9 @@ package fabtests
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
+
+	"github.com/softfabric/softfabric/internal/sfbin"
 )
 
 // sfBin is the softfabric command, for up and down.
@@ -24,22 +24,16 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	dir, err := os.MkdirTemp("", "softfabric-fabtests")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	cleanup := func() {}
 	sfBin = os.Getenv("SOFTFABRIC_BIN") // a binary built elsewhere
 	if sfBin == "" {
-		sfBin = filepath.Join(dir, "softfabric")
-		build := exec.Command("go", "build", "-o", sfBin, "../../cmd/softfabric")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "building softfabric: %v\n%s", err, out)
+		var err error
+		if sfBin, cleanup, err = sfbin.Build("../../cmd/softfabric"); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
 	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }

@@ -26,8 +26,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -38,6 +36,7 @@ import (
 
 	"github.com/softfabric/softfabric/ctrl"
 	"github.com/softfabric/softfabric/internal/netnstest"
+	"github.com/softfabric/softfabric/internal/sfbin"
 )
 
 var sfBin string
@@ -45,19 +44,15 @@ var sfBin string
 func TestMain(m *testing.M) {
 	sfBin = os.Getenv("SOFTFABRIC_BIN")
 	if sfBin == "" && hasBench(os.Args) {
-		dir, err := os.MkdirTemp("", "softfabric-scale")
+		bin, cleanup, err := sfbin.Build("../../cmd/softfabric")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		defer os.RemoveAll(dir)
-		sfBin = filepath.Join(dir, "softfabric")
-		build := exec.Command("go", "build", "-o", sfBin, "../../cmd/softfabric")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "building softfabric: %v\n%s", err, out)
-			os.Exit(1)
-		}
+		sfBin = bin
+		code := m.Run()
+		cleanup()
+		os.Exit(code)
 	}
 	os.Exit(m.Run())
 }
