@@ -20,6 +20,20 @@ type Msg struct {
 	Tag, Ignore uint64
 }
 
+// single returns m's one buffer and its descriptor (RDM messages, and
+// injects, have at most one).
+func (m *Msg) single() ([]byte, Desc) {
+	var b []byte
+	var d Desc
+	if len(m.IOV) == 1 {
+		b = m.IOV[0]
+	}
+	if len(m.Desc) > 0 {
+		d = m.Desc[0]
+	}
+	return b, d
+}
+
 // RMAMsg describes an RMA operation with several local buffers.
 type RMAMsg struct {
 	IOV     [][]byte
@@ -215,26 +229,22 @@ func (ep *Endpoint) SendMsg(m *Msg, f Flags) error {
 		return err
 	}
 	if f&FlagInject != 0 {
+		// An inject copies one buffer; a gather would be a copy of each.
 		if len(m.IOV) > 1 {
 			return ep.abortTx(ErrInvalid)
 		}
-		var b []byte
-		if len(m.IOV) == 1 {
-			b = m.IOV[0]
+		b, _ := m.single()
+		err = ep.fillSend(op, seq, b, Desc{}, m.Addr, m.Context, m.Data, f)
+	} else {
+		err = ep.fillSend(op, seq, nil, Desc{}, m.Addr, m.Context, m.Data, f)
+		if err == nil && totalLen(m.IOV) > ep.info.EP.MaxMsgSize {
+			err = ErrInvalid
 		}
-		if err := ep.fillSend(op, seq, b, Desc{}, m.Addr, m.Context, m.Data, f); err != nil {
-			return ep.abortTx(err)
+		if err == nil {
+			err = gather(&op.sgl, &op.nsge, m.IOV, m.Desc, ep.info.TX.IOVLimit)
 		}
-		ep.commitTx(seq)
-		return nil
 	}
-	if err := ep.fillSend(op, seq, nil, Desc{}, m.Addr, m.Context, m.Data, f); err != nil {
-		return ep.abortTx(err)
-	}
-	if totalLen(m.IOV) > ep.info.EP.MaxMsgSize {
-		return ep.abortTx(ErrInvalid)
-	}
-	if err := gather(&op.sgl, &op.nsge, m.IOV, m.Desc, ep.info.TX.IOVLimit); err != nil {
+	if err != nil {
 		return ep.abortTx(err)
 	}
 	ep.commitTx(seq)

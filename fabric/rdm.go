@@ -363,20 +363,6 @@ func (ep *Endpoint) TInject(b []byte, dst Addr, tag uint64) error {
 	return ep.rdmSend(b, Desc{}, dst, 0, 0, tag, FlagTagged|FlagInject)
 }
 
-// single returns m's one buffer and its descriptor (RDM messages have at
-// most one).
-func (m *Msg) single() ([]byte, Desc) {
-	var b []byte
-	var d Desc
-	if len(m.IOV) == 1 {
-		b = m.IOV[0]
-	}
-	if len(m.Desc) > 0 {
-		d = m.Desc[0]
-	}
-	return b, d
-}
-
 // TSendMsg sends m as a tagged message; flags as SendMsg.
 func (ep *Endpoint) TSendMsg(m *Msg, f Flags) error {
 	if ep.rdm == nil || len(m.IOV) > 1 {
