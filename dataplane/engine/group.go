@@ -157,7 +157,7 @@ func (g *Group) idle(b *Backoff, now int64) {
 		b.Idle(now, g.NextDeadline())
 		return
 	}
-	b.Skip()
+	b.idle++
 	_ = g.sleeper.Sleep(sleepTimeout(now, g.NextDeadline()))
 }
 

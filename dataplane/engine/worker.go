@@ -6,12 +6,73 @@ import (
 	"time"
 
 	"github.com/softfabric/softfabric/dataplane/link"
-	"github.com/softfabric/softfabric/internal/backoff"
 )
 
-// Backoff paces a polling loop (see internal/backoff, which the raw
-// baselines of perf share).
-type Backoff = backoff.Backoff
+// Backoff paces a polling loop: it spins while polls find work and backs
+// off step by step when they do not, so that a busy device never sleeps
+// and an idle one costs next to no CPU. A sleep never runs past the next
+// timer deadline.
+type Backoff struct {
+	// Spin is how many empty polls run back to back before yielding
+	// (default 512); Yield how many more yield the processor before
+	// sleeping (default 512).
+	Spin, Yield int
+	// MaxSleep bounds one sleep (default 1 ms): the latency an idle
+	// device adds to the first packet that wakes it.
+	MaxSleep time.Duration
+
+	idle int
+}
+
+// Busy records a poll that found work.
+func (b *Backoff) Busy() { b.idle = 0 }
+
+// Sleeping reports whether the idle streak has passed spinning and
+// yielding.
+func (b *Backoff) Sleeping() bool {
+	spin, yield := b.Spin, b.Yield
+	if spin == 0 {
+		spin = 512
+	}
+	if yield == 0 {
+		yield = 512
+	}
+	return b.idle > spin+yield
+}
+
+// Idle records a poll that found nothing and waits as long as the idle
+// streak warrants. now and deadline (0: none) are on the engine clock.
+func (b *Backoff) Idle(now, deadline int64) {
+	spin, yield, maxSleep := b.Spin, b.Yield, b.MaxSleep
+	if spin == 0 {
+		spin = 512
+	}
+	if yield == 0 {
+		yield = 512
+	}
+	if maxSleep == 0 {
+		maxSleep = time.Millisecond
+	}
+	b.idle++
+	switch {
+	case b.idle <= spin:
+		return
+	case b.idle <= spin+yield:
+		runtime.Gosched()
+		return
+	}
+	// Sleep 1 µs, doubling every 16 empty polls, up to maxSleep.
+	steps := min((b.idle-spin-yield)/16, 20)
+	d := min(time.Microsecond<<steps, maxSleep)
+	if deadline != 0 {
+		if until := time.Duration(deadline - now); until < d {
+			d = max(until, 0)
+		}
+	}
+	if d > 0 {
+		time.Sleep(d)
+	}
+}
 
 // idle backs off; in the sleeping phase it blocks until frames arrive or
 // the next timer is due: in the node's Sleeper when it has one (a node of
@@ -24,7 +85,7 @@ func (n *Node) idle(b *Backoff, now int64) {
 		return
 	}
 	if n.sleeper != nil {
-		b.Skip()
+		b.idle++
 		// Announce the sleep before the last look at the handoff rings:
 		// a node that publishes after that look sees the flag and wakes
 		// us, one that published before it is seen by the look.
@@ -40,7 +101,7 @@ func (n *Node) idle(b *Backoff, now int64) {
 		b.Idle(now, n.NextDeadline())
 		return
 	}
-	b.Skip()
+	b.idle++
 	_ = w.Wait(sleepTimeout(now, n.NextDeadline()))
 }
 

@@ -15,7 +15,6 @@ import (
 	"github.com/softfabric/softfabric/dataplane/psn"
 	"github.com/softfabric/softfabric/dataplane/wire"
 	"github.com/softfabric/softfabric/device"
-	"github.com/softfabric/softfabric/internal/backoff"
 )
 
 // Baselines are the reference measurements perf runs next to the RDMA
@@ -35,8 +34,8 @@ import (
 // an RC round trip carries it once and returns an ACK (or, for read,
 // carries a small request and the response).
 //
-// The baselines' servers poll as the engine's workers do (the same
-// internal/backoff): spinning while traffic comes, sleeping in
+// The baselines' servers poll as the engine's workers do (backoff, the
+// pacing of engine.Backoff): spinning while traffic comes, sleeping in
 // short steps when none does, so that their CPU time compares with
 // softfabric's.
 var Baselines = []string{"xdp", "udp"}
@@ -252,7 +251,7 @@ func (s *xdpSink) poll() (int, error) {
 // short sleeps when none does.
 func echoXDP(ctx context.Context, l link.Link, echo [][]byte, done <-chan error) (tally, error) {
 	s := newXDPSink(l, echo)
-	var idle backoff.Backoff
+	var idle backoff
 	for {
 		n, err := s.poll()
 		if err != nil {
@@ -269,7 +268,7 @@ func echoXDP(ctx context.Context, l link.Link, echo [][]byte, done <-chan error)
 			return tally{}, ctx.Err()
 		default:
 		}
-		idle.Idle(0, 0)
+		idle.Idle()
 	}
 }
 
@@ -288,7 +287,7 @@ func sinkXDP(ctx context.Context, links []link.Link, done <-chan error) (tally, 
 		go func() {
 			defer wg.Done()
 			s := sinks[i]
-			var idle backoff.Backoff
+			var idle backoff
 			for {
 				n, err := s.poll()
 				if err != nil {
@@ -302,7 +301,7 @@ func sinkXDP(ctx context.Context, links []link.Link, done <-chan error) (tally, 
 				if stop.Load() {
 					return
 				}
-				idle.Idle(0, 0)
+				idle.Idle()
 			}
 		}()
 	}

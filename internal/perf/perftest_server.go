@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/softfabric/softfabric/fabric"
-	"github.com/softfabric/softfabric/internal/backoff"
 	"github.com/softfabric/softfabric/internal/oob/perftest"
 )
 
@@ -49,7 +48,7 @@ func (sv *ptServe) await(ch <-chan perftest.Msg) ([]byte, error) {
 // poll calls f until it fails (errFinished: done), spinning while f
 // does something and backing off while it does not.
 func (sv *ptServe) poll(f func() (bool, error)) error {
-	var idle backoff.Backoff
+	var idle backoff
 	for n := 1; ; n++ {
 		did, err := f()
 		if err != nil {
@@ -61,7 +60,7 @@ func (sv *ptServe) poll(f func() (bool, error)) error {
 		if did {
 			idle.Busy()
 		} else {
-			idle.Idle(0, 0)
+			idle.Idle()
 		}
 	}
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/softfabric/softfabric/dataplane/link"
 	"github.com/softfabric/softfabric/device"
-	"github.com/softfabric/softfabric/internal/backoff"
 	"github.com/softfabric/softfabric/internal/udpbatch"
 )
 
@@ -188,7 +187,7 @@ func serveUDP(ctx context.Context, c *conn, cfg Config) (Result, error) {
 	c0 := cpuNow()
 	// Poll as the engine does: spin while datagrams come, back off to
 	// short sleeps when none does.
-	var idle backoff.Backoff
+	var idle backoff
 	for {
 		n, err := s.poll()
 		if err != nil {
@@ -212,7 +211,7 @@ func serveUDP(ctx context.Context, c *conn, cfg Config) (Result, error) {
 			return Result{}, ctx.Err()
 		default:
 		}
-		idle.Idle(0, 0)
+		idle.Idle()
 	}
 }
 
