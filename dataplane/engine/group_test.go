@@ -74,7 +74,12 @@ func TestGroupRunEach(t *testing.T) {
 	for i := range lanes {
 		l := &lane{cqa: verbs.NewCQ(1024), cqb: verbs.NewCQ(1024), cs: make([]verbs.Completion, 64), target: perLane, window: window, size: size}
 		var err error
-		l.qa, l.qb, err = p.ConnectRC(transporttest.RCOptions{NodeA: i, NodeB: (i + 1) % queues, CQA: l.cqa, CQB: l.cqb, SQDepth: 64})
+		// Eight busy-polling threads share the test host's cores (two in
+		// CI, beside other packages' tests): a node can wait tens of
+		// milliseconds for a core, so the default 4 ms timeout with 7
+		// retries fails a connection that is only starved, not broken.
+		// 268 ms per try keeps the retransmit path in play but bounded.
+		l.qa, l.qb, err = p.ConnectRC(transporttest.RCOptions{NodeA: i, NodeB: (i + 1) % queues, CQA: l.cqa, CQB: l.cqb, SQDepth: 64, Timeout: 16})
 		if err != nil {
 			t.Fatal(err)
 		}
