@@ -51,6 +51,13 @@ type Registrar interface {
 	DeleteQP(qpn uint32) error
 }
 
+// ConnRegistrar is a Registrar that also learns the RC peer each queue
+// pair is connected to: the daemon lets an attached application send RC
+// packets only to its own queue pairs' peers.
+type ConnRegistrar interface {
+	Connected(qpn uint32, peer netip.Addr, destQPN uint32) error
+}
+
 // Resolver finds the source address and next-hop MAC for a destination.
 type Resolver func(ctx context.Context, dst netip.Addr) (src netip.Addr, mac [6]byte, err error)
 
@@ -66,6 +73,9 @@ type Options struct {
 	Registrar Registrar
 	// MaxRegions sizes the memory region table (default 4096).
 	MaxRegions int
+	// Pace is how the workers back off when idle (engine.Backoff; zero:
+	// its defaults).
+	Pace engine.Backoff
 	// CPUs, if not empty, pins worker i of RunWorkers to CPUs[i %
 	// len(CPUs)]. By default workers are not pinned: on a host shared
 	// with other busy-polling processes (and with the kernel's own
@@ -97,6 +107,7 @@ func NewWorkers(links []link.Link, o Options) *Device {
 		o.MaxRegions = 4096
 	}
 	d := &Device{opts: o, links: links, group: engine.NewGroup(links, 0), mrs: mr.NewTable(o.MaxRegions), epoch: time.Now(), qps: map[uint32]engine.QP{}}
+	d.group.SetPace(o.Pace)
 	d.setSleepers()
 	return d
 }
@@ -350,10 +361,35 @@ type QPConfig struct {
 
 // NewRC creates a reliable connected queue pair in the INIT state.
 func (d *Device) NewRC(c QPConfig, access mr.Access) (*rc.QP, error) {
-	qpn, err := d.allocQPN(c.QPN)
-	if err != nil {
-		return nil, err
+	return withQPN(d, c.QPN, func(qpn uint32) (*rc.QP, error) { return d.newRC(qpn, c, access) })
+}
+
+// maxQPNTries bounds the random numbers tried for a queue pair: a
+// daemon's other applications hold numbers this process does not know.
+const maxQPNTries = 16
+
+// withQPN runs create with a number allocated for it (want, or a random
+// free one), releasing the number when create fails, and trying another
+// random one when the daemon says another application has it.
+func withQPN[Q any](d *Device, want uint32, create func(uint32) (Q, error)) (Q, error) {
+	for try := 0; ; try++ {
+		qpn, err := d.allocQPN(want)
+		if err != nil {
+			var zero Q
+			return zero, err
+		}
+		q, err := create(qpn)
+		if err == nil {
+			return q, nil
+		}
+		d.forgetQPN(qpn)
+		if want != 0 || try == maxQPNTries-1 || !errors.Is(err, ErrQPNInUse) {
+			return q, err
+		}
 	}
+}
+
+func (d *Device) newRC(qpn uint32, c QPConfig, access mr.Access) (*rc.QP, error) {
 	q, err := rc.New(rc.Config{QPN: qpn, MRs: d.mrs, SendCQ: c.SendCQ, RecvCQ: c.RecvCQ, RQ: c.RQ, SQDepth: c.SQDepth})
 	if err == nil {
 		a := verbs.QPAttr{State: verbs.StateInit, Access: access, PKey: wire.DefaultPKey}
@@ -363,7 +399,6 @@ func (d *Device) NewRC(c QPConfig, access mr.Access) (*rc.QP, error) {
 		err = d.attach(q, c.Worker)
 	}
 	if err != nil {
-		d.forgetQPN(qpn)
 		return nil, err
 	}
 	return q, nil
@@ -371,16 +406,7 @@ func (d *Device) NewRC(c QPConfig, access mr.Access) (*rc.QP, error) {
 
 // NewUD creates an unreliable datagram queue pair in RTS.
 func (d *Device) NewUD(c QPConfig, qkey uint32) (*ud.QP, error) {
-	qpn, err := d.allocQPN(c.QPN)
-	if err != nil {
-		return nil, err
-	}
-	q, err := d.newUD(qpn, c, qkey)
-	if err != nil {
-		d.forgetQPN(qpn)
-		return nil, err
-	}
-	return q, nil
+	return withQPN(d, c.QPN, func(qpn uint32) (*ud.QP, error) { return d.newUD(qpn, c, qkey) })
 }
 
 func (d *Device) newUD(qpn uint32, c QPConfig, qkey uint32) (*ud.QP, error) {
@@ -463,6 +489,11 @@ func (d *Device) ConnectRC(ctx context.Context, q *rc.QP, localPSN uint32, r Rem
 	if err != nil {
 		return err
 	}
+	if cr, ok := d.opts.Registrar.(ConnRegistrar); ok {
+		if err := cr.Connected(q.QPN(), path.Dst, r.QPN); err != nil {
+			return fmt.Errorf("registering the connection of QPN %d: %w", q.QPN(), err)
+		}
+	}
 	return q.Connect(rc.ConnectAttr{Path: path, PathMTU: o.PathMTU, DestQPN: r.QPN, RQPSN: r.PSN, SQPSN: localPSN,
 		Timeout: o.Timeout, RetryCnt: o.RetryCnt, RNRRetry: o.RNRRetry, MinRNRTimer: o.MinRNRTimer, RdAtomic: o.RdAtomic})
 }
@@ -498,17 +529,14 @@ func (d *Device) Links() []link.Link { return d.links }
 // to this device, without a queue pair behind it: raw-frame tools use it
 // as a sink. Release with ReleaseQPN.
 func (d *Device) ReserveQPN() (uint32, error) {
-	n, err := d.allocQPN(0)
-	if err != nil {
-		return 0, err
-	}
-	if d.opts.Registrar != nil {
-		if err := d.opts.Registrar.SetQP(n, 0); err != nil {
-			d.forgetQPN(n)
-			return 0, err
+	return withQPN(d, 0, func(n uint32) (uint32, error) {
+		if d.opts.Registrar != nil {
+			if err := d.opts.Registrar.SetQP(n, 0); err != nil {
+				return 0, err
+			}
 		}
-	}
-	return n, nil
+		return n, nil
+	})
 }
 
 // ReleaseQPN gives back a number taken by ReserveQPN.
@@ -522,6 +550,28 @@ func (d *Device) ReleaseQPN(n uint32) {
 	if ok && q == nil {
 		if d.opts.Registrar != nil {
 			_ = d.opts.Registrar.DeleteQP(n)
+		}
+	}
+}
+
+// FailQPs moves the queue pairs of worker w to the error state, which
+// flushes their outstanding work requests with error completions: what is
+// left to do when the device is gone (ErrGone). Call it where w's queue
+// pairs may be touched (w stopped, or under its manual progress).
+func (d *Device) FailQPs(w int) {
+	d.qpMu.Lock()
+	qps := make([]engine.QP, 0, len(d.qps))
+	for n, q := range d.qps {
+		if q != nil && d.group.Owner(n) == w {
+			qps = append(qps, q)
+		}
+	}
+	d.qpMu.Unlock()
+	for _, q := range qps {
+		if m, ok := q.(interface {
+			Modify(*verbs.QPAttr, verbs.AttrMask) error
+		}); ok {
+			_ = m.Modify(&verbs.QPAttr{State: verbs.StateErr}, verbs.AttrState)
 		}
 	}
 }

@@ -27,12 +27,50 @@ type OpenOptions struct {
 	CPUs []int
 }
 
-// Open opens the softfabric device on iface, which `softfabric up` has
-// prepared: it takes the device's queues exclusively, binds an AF_XDP
-// socket to each and enters them into the classifier's socket map, so
-// that RoCEv2 frames for this process's queue pairs reach it, and gives
-// each queue a worker.
-func Open(iface string, o OpenOptions) (d *Device, err error) {
+// Queues are the AF_XDP sockets of a device that `softfabric up`
+// prepared, each entered into the classifier's socket map, held
+// exclusively (owner.lock): what Open runs workers on, and what the
+// daemon (ctrl/daemon) serves applications from.
+type Queues struct {
+	Dev        *ctrl.Device
+	State      *ctrl.State
+	RunDir     string
+	Classifier *bpf.Classifier
+	Sockets    []*xsk.Socket
+	closers    []func() error
+}
+
+// Close gives the queues up, in the reverse order of opening.
+func (q *Queues) Close() error {
+	var errs []error
+	for i := len(q.closers) - 1; i >= 0; i-- {
+		errs = append(errs, q.closers[i]())
+	}
+	q.closers = nil
+	return errors.Join(errs...)
+}
+
+// OnClose adds f to what Close runs (first).
+func (q *Queues) OnClose(f func() error) { q.closers = append(q.closers, f) }
+
+// Options are the device facts for NewWorkers over these queues.
+func (q *Queues) Options(cpus []int) Options {
+	var mac [6]byte
+	copy(mac[:], q.Dev.MAC)
+	return Options{
+		Name:      q.Dev.Name,
+		MAC:       mac,
+		GIDs:      ctrl.GIDs(q.Dev),
+		MTU:       q.Dev.MTU,
+		Resolve:   resolve,
+		Registrar: q.Classifier,
+		CPUs:      cpus,
+	}
+}
+
+// OpenQueues takes the queues of iface exclusively and binds an AF_XDP
+// socket to each, entered into the classifier's socket map.
+func OpenQueues(iface string, o OpenOptions) (q *Queues, err error) {
 	if err := ctrl.EnsureBPFFS(); err != nil {
 		return nil, err
 	}
@@ -55,20 +93,19 @@ func Open(iface string, o OpenOptions) (d *Device, err error) {
 	if err != nil {
 		return nil, err
 	}
-	var closers []func() error
+	q = &Queues{Dev: dev, State: st, RunDir: runDir}
 	defer func() {
 		if err != nil {
-			for i := len(closers) - 1; i >= 0; i-- {
-				_ = closers[i]()
-			}
+			_ = q.Close()
 		}
 	}()
-	closers = append(closers, lock.Unlock)
+	q.closers = append(q.closers, lock.Unlock)
 	cls, err := bpf.Open(st.PinDir)
 	if err != nil {
 		return nil, fmt.Errorf("opening the classifier of %s: %w", iface, err)
 	}
-	closers = append(closers, cls.Close)
+	q.Classifier = cls
+	q.closers = append(q.closers, cls.Close)
 	// We hold the device exclusively, so any QPN still steered to it was
 	// left by an owner that died without cleaning up: forget them.
 	if stale, err := cls.QPs(); err == nil {
@@ -92,48 +129,79 @@ func Open(iface string, o OpenOptions) (d *Device, err error) {
 	if o.Queues > 0 && o.Queues < queues {
 		queues = o.Queues
 	}
-	links := make([]link.Link, 0, queues)
-	var sockets []*xsk.Socket
-	for q := 0; q < queues; q++ {
-		s, err := xsk.Open(xsk.Config{Ifindex: dev.Index, Queue: q, MultiBuffer: st.Frags})
+	for i := 0; i < queues; i++ {
+		s, err := xsk.Open(xsk.Config{Ifindex: dev.Index, Queue: i, MultiBuffer: st.Frags})
 		if err != nil {
-			return nil, fmt.Errorf("AF_XDP socket on %s queue %d: %w", iface, q, err)
+			return nil, fmt.Errorf("AF_XDP socket on %s queue %d: %w", iface, i, err)
 		}
-		closers = append(closers, s.Close)
-		if err := cls.SetSocket(0, q, s.FD()); err != nil {
+		q.closers = append(q.closers, s.Close)
+		if err := cls.SetSocket(0, i, s.FD()); err != nil {
 			return nil, err
 		}
-		q := q
-		closers = append(closers, func() error { return cls.DeleteSocket(0, q) })
-		links = append(links, s)
-		sockets = append(sockets, s)
+		i := i
+		q.closers = append(q.closers, func() error { return cls.DeleteSocket(0, i) })
+		q.Sockets = append(q.Sockets, s)
 	}
-	links, err = debugLinks(links, iface, &closers)
+	return q, nil
+}
+
+// Open opens the softfabric device on iface, which `softfabric up` has
+// prepared, in this process: it takes the device's queues exclusively
+// (OpenQueues), so that RoCEv2 frames for this process's queue pairs
+// reach it, and gives each queue a worker.
+func Open(iface string, o OpenOptions) (d *Device, err error) {
+	q, err := OpenQueues(iface, o)
 	if err != nil {
 		return nil, err
 	}
-	var mac [6]byte
-	copy(mac[:], dev.MAC)
-	d = NewWorkers(links, Options{
-		Name:      iface,
-		MAC:       mac,
-		GIDs:      ctrl.GIDs(dev),
-		MTU:       dev.MTU,
-		Resolve:   resolve,
-		Registrar: cls,
-		CPUs:      o.CPUs,
-	})
-	if err := ctrl.SaveSockets(runDir, d.socketRecord(sockets)); err != nil {
+	defer func() {
+		if err != nil {
+			_ = q.Close()
+		}
+	}()
+	links := make([]link.Link, len(q.Sockets))
+	for i, s := range q.Sockets {
+		links[i] = s
+	}
+	links, err = debugLinks(links, iface, &q.closers)
+	if err != nil {
 		return nil, err
 	}
-	closers = append(closers, func() error { return ctrl.RemoveSockets(runDir) })
-	d.closers = closers
+	d = NewWorkers(links, q.Options(o.CPUs))
+	if err := ctrl.SaveSockets(q.RunDir, d.socketRecord(q.Sockets)); err != nil {
+		return nil, err
+	}
+	runDir := q.RunDir
+	q.closers = append(q.closers, func() error { return ctrl.RemoveSockets(runDir) })
+	d.closers = append(d.closers, q.Close)
 	return d, nil
 }
 
+// SaveSockets records the queues' sockets for `softfabric status`, as
+// their owner (the daemon) serves them: frames copied from the
+// applications' rings into the UMEM. Close removes the record.
+func (q *Queues) SaveSockets() error {
+	if err := ctrl.SaveSockets(q.RunDir, socketRecord(q.Sockets, func(int) bool { return false })); err != nil {
+		return err
+	}
+	runDir := q.RunDir
+	q.closers = append(q.closers, func() error { return ctrl.RemoveSockets(runDir) })
+	return nil
+}
+
 // socketRecord describes the device's AF_XDP sockets for `softfabric
-// status` (see ctrl.Sockets).
+// status` (see ctrl.Sockets); inPlace tells whether queue q's frames are
+// built in place in the UMEM.
 func (d *Device) socketRecord(sockets []*xsk.Socket) *ctrl.Sockets {
+	return socketRecord(sockets, func(q int) bool {
+		// With one worker per socket, the worker of this queue builds in
+		// place if its link is the socket itself; the debugging aids wrap
+		// them, and copy.
+		return d.group.Len() == len(sockets) && d.group.Node(q).TxInPlace()
+	})
+}
+
+func socketRecord(sockets []*xsk.Socket, inPlace func(q int) bool) *ctrl.Sockets {
 	rec := &ctrl.Sockets{PID: os.Getpid()}
 	for _, s := range sockets {
 		c := s.Config()
@@ -142,12 +210,7 @@ func (d *Device) socketRecord(sockets []*xsk.Socket) *ctrl.Sockets {
 		if s.ZeroCopy() {
 			info.Mode = "zero-copy"
 		}
-		// With one worker per socket, the worker of this queue builds in
-		// place if its link is the socket itself; the debugging aids wrap
-		// them, and copy.
-		if d.group.Len() == len(sockets) {
-			info.InPlace = d.group.Node(s.Queue()).TxInPlace()
-		}
+		info.InPlace = inPlace(s.Queue())
 		rec.Queues = append(rec.Queues, info)
 	}
 	return rec

@@ -226,6 +226,9 @@ func (q *CQ) ReadContext(ctx context.Context, out []Completion) (int, error) {
 		if i < spinReads {
 			continue
 		}
+		if err := q.d.goneErr(); err != nil && q.Len() == 0 {
+			return 0, err
+		}
 		if q.d.manual {
 			if i < 4*spinReads {
 				runtime.Gosched()

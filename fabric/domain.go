@@ -30,6 +30,9 @@ type Domain struct {
 	cancel  context.CancelFunc
 	stopped chan struct{}
 	runErr  error
+
+	// gone is set once the device failed under the domain (ErrDeviceGone).
+	gone atomic.Pointer[error]
 }
 
 // worker is the fabric's side of a device worker: the endpoints it
@@ -47,6 +50,7 @@ type worker struct {
 	ctlMu      sync.Mutex
 	ctl        []ctlReq
 	ctlPending atomic.Bool
+	goneOnce   sync.Once
 }
 
 type ctlReq struct {
@@ -95,6 +99,11 @@ func (f *Fabric) Domain(info *Info) (*Domain, error) {
 		}
 		go func() {
 			d.runErr = dev.RunWorkers(ctx, hooks)
+			if d.runErr != nil && ctx.Err() == nil {
+				for _, w := range d.workers {
+					w.deviceGone(d.runErr)
+				}
+			}
 			close(d.stopped)
 		}()
 	}
@@ -135,9 +144,52 @@ func (w *worker) progress() bool {
 	for _, ep := range *w.eps.Load() {
 		ep.submit()
 	}
-	ok1, _ := w.d.dev.ProgressWorker(w.id)
+	ok1, err := w.d.dev.ProgressWorker(w.id)
+	if err != nil {
+		w.deviceGone(err)
+		return true
+	}
 	ok2, _ := w.pass()
 	return ok1 || ok2
+}
+
+// deviceGone records that the device failed under the domain, seen by
+// worker w where its queue pairs may be touched (automatic progress
+// stopped, or manual progress holds it): its queue pairs move to error,
+// and one last pass over its endpoints reaps the flushed work into the
+// CQs with error statuses; reads that would wait, and control work,
+// return ErrDeviceGone from then on.
+func (w *worker) deviceGone(cause error) {
+	w.goneOnce.Do(func() {
+		err := fmt.Errorf("%w: %w", ErrDeviceGone, cause)
+		w.d.dev.FailQPs(w.id)
+		for _, ep := range *w.eps.Load() {
+			ep.service()
+		}
+		w.d.gone.CompareAndSwap(nil, &err)
+		w.failCtl(err)
+	})
+}
+
+// goneErr is ErrDeviceGone (wrapped) once the device failed, else nil.
+func (d *Domain) goneErr() error {
+	if e := d.gone.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// failCtl answers the control work queued for a worker that no longer
+// runs.
+func (w *worker) failCtl(err error) {
+	w.ctlMu.Lock()
+	reqs := w.ctl
+	w.ctl = nil
+	w.ctlPending.Store(false)
+	w.ctlMu.Unlock()
+	for _, r := range reqs {
+		r.done <- err
+	}
 }
 
 // idle reports a worker no endpoint uses: manual progress drives it on
@@ -173,6 +225,9 @@ func (d *Domain) Close() error {
 // exec runs f where worker w's queue pairs may be touched: on w's
 // goroutine with automatic progress, under the progress lock with manual.
 func (d *Domain) exec(w *worker, f func() error) error {
+	if err := d.goneErr(); err != nil {
+		return err
+	}
 	if d.manual {
 		w.progMu.Lock()
 		defer w.progMu.Unlock()

@@ -49,6 +49,10 @@ var (
 	ErrRemoteOp = errors.New("fabric: remote operation error")
 	// ErrOverrun: a completion queue overflowed.
 	ErrOverrun = errors.New("fabric: queue overrun")
+	// ErrDeviceGone: the domain's device stopped under it (the daemon
+	// that served it exited): outstanding operations complete in error,
+	// and waiting reads return this.
+	ErrDeviceGone = errors.New("fabric: device gone")
 )
 
 // Status is the outcome of an operation, carried by its Completion.

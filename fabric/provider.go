@@ -68,7 +68,7 @@ func openDevice(info *Info) (*device.Device, error) {
 		d.OnClose(port.Close)
 		return d, nil
 	}
-	d, err := device.Open(info.Domain.Name, device.OpenOptions{Queues: info.Domain.Queues, CPUs: info.Domain.CPUs})
+	d, err := device.OpenAny(info.Domain.Name, device.OpenOptions{Queues: info.Domain.Queues, CPUs: info.Domain.CPUs})
 	if errors.Is(err, ctrl.ErrBusy) {
 		return nil, fmt.Errorf("opening %s: %w: %w", info.Domain.Name, ErrBusy, err)
 	}

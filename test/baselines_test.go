@@ -20,7 +20,7 @@ import (
 // (per round trip for latency).
 func TestCompareLargeMessages(t *testing.T) {
 	p := setup(t, netnstest.Options{}, false)
-	up(t, p.A, p.B)
+	upInProcess(t, p.A, p.B) // the raw baselines take the device's sockets
 	if err := p.B.Do(func() error {
 		for _, f := range []string{"ipfrag_low_thresh", "ipfrag_high_thresh"} {
 			if err := os.WriteFile("/proc/sys/net/ipv4/"+f, []byte("0"), 0o644); err != nil {

@@ -80,10 +80,25 @@ func mustSF(t *testing.T, h *netnstest.Host, args ...string) string {
 	return r.out
 }
 
+// up brings softfabric up on each host as users do: with a daemon that
+// serves the applications.
 func up(t *testing.T, hosts ...*netnstest.Host) {
 	t.Helper()
+	upWith(t, nil, hosts...)
+}
+
+// upInProcess brings softfabric up without a daemon: the first
+// application to open the device owns it (what the raw baselines and the
+// single-owner tests need).
+func upInProcess(t *testing.T, hosts ...*netnstest.Host) {
+	t.Helper()
+	upWith(t, []string{"--no-daemon"}, hosts...)
+}
+
+func upWith(t *testing.T, flags []string, hosts ...*netnstest.Host) {
+	t.Helper()
 	for _, h := range hosts {
-		mustSF(t, h, "up", h.Iface)
+		mustSF(t, h, append([]string{"up", h.Iface}, flags...)...)
 		t.Cleanup(func() {
 			start := time.Now()
 			r := sf(h, "down", h.Iface)
@@ -277,7 +292,7 @@ func TestForeignXDP(t *testing.T) {
 // TestDeviceBusy: a second process gets "device busy (pid N)".
 func TestDeviceBusy(t *testing.T) {
 	p := setup(t, netnstest.Options{}, false)
-	up(t, p.A)
+	upInProcess(t, p.A)
 	srv := p.A.Command(sfBin, "perf", "write", "--iface", "eth0", "--timeout", "20s")
 	var errb bytes.Buffer
 	srv.Stderr = &errb
@@ -395,4 +410,73 @@ func TestCrashedOwner(t *testing.T) {
 	if len(rs) != 1 || rs[0]["iterations"].(float64) != 500 {
 		t.Fatalf("after a crashed owner: %+v", rs)
 	}
+}
+
+// TestTwoPerfPairs: two `softfabric perf` pairs at once on one pair of
+// namespaces (different ports), through the daemons: both complete, and
+// each daemon served both applications.
+func TestTwoPerfPairs(t *testing.T) {
+	p := setup(t, netnstest.Options{}, false)
+	up(t, p.A, p.B)
+	ports := []string{"18515", "18600"}
+	var srvs []*netnstest.Cmd
+	var serrs []*syncBuffer
+	for _, port := range ports {
+		srv := p.B.Command(sfBin, "perf", "write", "--iface", p.B.Iface, "--port", port, "--json", "--timeout", "60s")
+		serr := &syncBuffer{}
+		srv.Stderr = serr
+		if err := srv.Start(); err != nil {
+			t.Fatal(err)
+		}
+		srvs, serrs = append(srvs, srv), append(serrs, serr)
+	}
+	defer func() {
+		for _, s := range srvs {
+			_ = s.Process.Kill()
+			_ = s.Wait()
+		}
+	}()
+	for i, serr := range serrs {
+		deadline := time.Now().Add(5 * time.Second)
+		for !strings.Contains(serr.String(), "waiting") && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if !strings.Contains(serr.String(), "waiting") {
+			t.Fatalf("server %d: %s", i, serr.String())
+		}
+	}
+	if n := daemonApps(t, p.B); n != 2 {
+		t.Fatalf("B's daemon serves %d applications, want the 2 servers", n)
+	}
+	var wg sync.WaitGroup
+	results := make([]result, len(ports))
+	for i, port := range ports {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = sf(p.A, "perf", "write", "--iface", p.A.Iface, "--port", port, "--size", "4096", "--iters", "3000", "--qps", "2",
+				"--json", "--timeout", "60s", p.B.Addr.Addr().String())
+		}()
+	}
+	wg.Wait()
+	for i, r := range results {
+		var rs []map[string]any
+		if r.code != 0 || json.Unmarshal([]byte(r.out), &rs) != nil || len(rs) != 1 || rs[0]["iterations"].(float64) != 3000 {
+			t.Fatalf("client %d: %+v", i, r)
+		}
+	}
+}
+
+// daemonApps is how many applications h's daemon serves.
+func daemonApps(t *testing.T, h *netnstest.Host) int {
+	t.Helper()
+	var st []struct {
+		Daemon *struct {
+			Apps []json.RawMessage `json:"apps"`
+		} `json:"daemon"`
+	}
+	if err := json.Unmarshal([]byte(mustSF(t, h, "status", h.Iface, "--json")), &st); err != nil || len(st) != 1 || st[0].Daemon == nil {
+		t.Fatalf("status: %v", err)
+	}
+	return len(st[0].Daemon.Apps)
 }

@@ -161,7 +161,8 @@ func TestChannelsChangedWhileUp(t *testing.T) {
 	if alloc < 2 {
 		t.Skipf("a default veth allocates %d queue on this host: nothing to raise", alloc)
 	}
-	up(t, p.A, p.B)
+	// In process: a daemon serves the queues it opened when it started.
+	upInProcess(t, p.A, p.B)
 	checkQueues(t, p.A, 1, alloc, 1, 1)
 	if err := bindQueue(p.B, 1); !errors.Is(err, unix.EINVAL) {
 		t.Fatalf("binding queue 1 of b, not in use: %v, want EINVAL", err)
@@ -247,7 +248,7 @@ func bindQueue(h *netnstest.Host, q int) error {
 // up --queues.
 func TestFourQueues(t *testing.T) {
 	p := setup(t, netnstest.Options{Queues: 4}, false)
-	if out := mustSF(t, p.A, "up", "eth0", "--queues", "2"); out != "softfabric: eth0 up: XDP native, 4 active queues (serving 2), MTU 1500\n" {
+	if out := mustSF(t, p.A, "up", "eth0", "--queues", "2", "--no-daemon"); out != "softfabric: eth0 up: XDP native, 4 active queues (serving 2), MTU 1500, no daemon\n" {
 		t.Fatalf("up --queues 2: %q", out)
 	}
 	if text := mustSF(t, p.A, "status", "eth0"); !strings.Contains(text, "\tqueues:\t\t\t4 active of 4 allocated (ethtool; --queues 2: a newly opened device serves 2)\n") {

@@ -17,7 +17,7 @@ import (
 // once it is gone, none.
 func TestStatusSockets(t *testing.T) {
 	p := setup(t, netnstest.Options{Queues: 2}, false)
-	up(t, p.A, p.B)
+	upInProcess(t, p.A, p.B) // the sockets of an application that owns the device
 	srv := p.B.Command(sfBin, "perf", "write", "--iface", p.B.Iface, "--timeout", "30s")
 	var serr bytes.Buffer
 	srv.Stderr = &serr

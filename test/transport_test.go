@@ -37,7 +37,7 @@ type end struct {
 func open(t *testing.T, h *netnstest.Host) *end {
 	t.Helper()
 	e := &end{h: h, scq: verbs.NewCQ(8192), rcq: verbs.NewCQ(8192)}
-	if err := h.Do(func() (err error) { e.d, err = device.Open(h.Iface, device.OpenOptions{}); return }); err != nil {
+	if err := h.Do(func() (err error) { e.d, err = device.OpenAny(h.Iface, device.OpenOptions{}); return }); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

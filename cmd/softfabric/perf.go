@@ -101,6 +101,9 @@ func cmdPerf(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usagef("--cpus %q: %v", o.cpus, err)
 	}
+	if (op == "xdp" || o.compare) && device.Served(o.iface) {
+		return fmt.Errorf("the raw AF_XDP baseline needs the device's sockets in this process, but a daemon serves %s: bring it up with 'softfabric up %s --no-daemon'", o.iface, o.iface)
+	}
 	d, closeDevice, err := openDevice(o.iface, cpus)
 	if err != nil {
 		return err
@@ -429,10 +432,13 @@ func cmdPingPong(args []string, stdout, stderr io.Writer) error {
 // it exits; each test runs on it through a fabric domain (the raw
 // baselines, directly).
 func openDevice(iface string, cpus []int) (*perf.Device, func(), error) {
-	if err := needRoot(); err != nil {
-		return nil, nil, err
+	if !device.Served(iface) {
+		// In process: the AF_XDP sockets and the classifier need root.
+		if err := needRoot(); err != nil {
+			return nil, nil, err
+		}
 	}
-	d, err := device.Open(iface, device.OpenOptions{CPUs: cpus})
+	d, err := device.OpenAny(iface, device.OpenOptions{CPUs: cpus})
 	if err != nil {
 		return nil, nil, err
 	}

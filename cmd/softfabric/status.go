@@ -16,6 +16,8 @@ import (
 
 	"github.com/softfabric/softfabric/bpf"
 	"github.com/softfabric/softfabric/ctrl"
+	"github.com/softfabric/softfabric/ctrl/daemon"
+	"github.com/softfabric/softfabric/ctrl/daemonapi"
 	"github.com/softfabric/softfabric/device"
 )
 
@@ -56,6 +58,9 @@ type Status struct {
 	// Sockets are the owner's AF_XDP sockets, one per queue it serves,
 	// as it recorded them (ctrl.Sockets).
 	Sockets []ctrl.SocketInfo `json:"sockets,omitempty"`
+	// Daemon is what the daemon serving the device reports: its workers
+	// and the applications attached to it.
+	Daemon *daemonapi.Stats `json:"daemon,omitempty"`
 }
 
 func deviceStatus(iface string) (*Status, error) {
@@ -92,6 +97,12 @@ func deviceStatus(iface string) (*Status, error) {
 		s.Contexts = 1
 		if rec, err := ctrl.LoadSockets(runDir); err == nil && rec.PID == pid {
 			s.Sockets = rec.Queues
+		}
+	}
+	if _, alive := daemonPID(runDir); alive {
+		if ds, err := daemon.Query(runDir); err == nil {
+			s.Daemon = ds
+			s.Contexts = len(ds.Apps)
 		}
 	}
 	if cls, err := bpf.Open(st.PinDir); err == nil {
@@ -208,6 +219,9 @@ func printStatus(w io.Writer, s *Status) {
 		fmt.Fprintf(w, "\tsocket:\t\t\tqueue %d, AF_XDP %s, transmit frames %s (rings rx/tx/fill/completion %d/%d/%d/%d, UMEM %d × %d B%s)\n",
 			k.Queue, k.Mode, tx, k.RxRing, k.TxRing, k.FillRing, k.CompRing, k.Frames, k.FrameSize, map[bool]string{true: ", multi-buffer", false: ""}[k.MultiBuffer])
 	}
+	if d := s.Daemon; d != nil {
+		printDaemon(w, d, "\t")
+	}
 	fmt.Fprintf(w, "\tqps:\t\t\t%d\n", s.QPs)
 	fmt.Fprintf(w, "\tgids:\n")
 	for _, g := range s.GIDs {
@@ -283,5 +297,22 @@ func cmdStats(args []string, stdout, _ io.Writer) error {
 		return enc.Encode(s.Counters)
 	}
 	printCounters(stdout, s.Counters, "")
+	if s.Daemon != nil {
+		printDaemon(stdout, s.Daemon, "")
+	}
 	return nil
+}
+
+// printDaemon prints what the daemon reports: a line per worker and per
+// attached application.
+func printDaemon(w io.Writer, d *daemonapi.Stats, indent string) {
+	fmt.Fprintf(w, "%sdaemon:\t\t\tpid %d (since %s), %d application(s)\n", indent, d.PID, d.Since.Format(time.RFC3339), len(d.Apps))
+	for _, k := range d.Workers {
+		fmt.Fprintf(w, "%s\tworker[%d]: rx %d tx %d unknown_qpn %d malformed %d ring_full %d tx_stalls %d sleeps %d\n",
+			indent, k.Queue, k.RxFrames, k.TxFrames, k.Unknown, k.Malformed, k.RingFulls, k.TxStalls, k.Sleeps)
+	}
+	for _, a := range d.Apps {
+		fmt.Fprintf(w, "%s\tapp[%d]: pid %d uid %d %q, %d QPs, %d connections, rx %d tx %d denied %d dropped %d\n",
+			indent, a.ID, a.PID, a.UID, a.Name, len(a.QPs), a.Conns, a.RxFrames, a.TxFrames, a.Denied, a.Dropped)
+	}
 }

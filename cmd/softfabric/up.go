@@ -19,10 +19,12 @@ func init() {
 }
 
 type upOpts struct {
-	mode   string
-	frags  string
-	mtu    int
-	queues int
+	mode     string
+	frags    string
+	mtu      int
+	queues   int
+	noDaemon bool
+	daemon   daemonOpts
 }
 
 func upFlags() *flag.FlagSet { return upFlagSet(new(upOpts)) }
@@ -33,6 +35,9 @@ func upFlagSet(o *upOpts) *flag.FlagSet {
 	fs.StringVar(&o.frags, "frags", "auto", "multi-buffer XDP for frames over 3840 bytes: auto (when the MTU needs it), on or off")
 	fs.IntVar(&o.mtu, "mtu", 0, "set the interface MTU first (e.g. 9000 for path MTU 4096)")
 	fs.IntVar(&o.queues, "queues", 0, "serve at most this many queues (default: all the interface uses)")
+	fs.BoolVar(&o.noDaemon, "no-daemon", false, "start no daemon: the first application to open the device owns it (one at a time)")
+	fs.StringVar(&o.daemon.cpus, "cpus", "", "pin the daemon's workers to these CPUs (e.g. 2-5,8)")
+	fs.StringVar(&o.daemon.group, "group", "", "let members of this group attach to the daemon besides root")
 	return fs
 }
 
@@ -95,6 +100,15 @@ func cmdUp(args []string, stdout, _ io.Writer) error {
 	runDir, pinDir := ctrl.RunDir(dev.NetNS, iface), ctrl.BPFDir(dev.NetNS, iface)
 	if st, err := ctrl.LoadState(runDir); err == nil {
 		if st.Current(dev) == nil {
+			if _, alive := daemonPID(runDir); !alive && !o.noDaemon {
+				// Up, but its daemon died: start it again.
+				pid, err := startDaemon(iface, runDir, o.daemon)
+				if err != nil {
+					return fmt.Errorf("%s: %w", iface, err)
+				}
+				fmt.Fprintf(stdout, "softfabric: %s is up (since %s, XDP %s); its daemon was gone, restarted (pid %d)\n", iface, st.Since.Format(time.RFC3339), st.XDPMode, pid)
+				return nil
+			}
 			fmt.Fprintf(stdout, "softfabric: %s is already up (since %s, XDP %s)\n", iface, st.Since.Format(time.RFC3339), st.XDPMode)
 			return nil
 		}
@@ -149,7 +163,16 @@ func cmdUp(args []string, stdout, _ io.Writer) error {
 	if o.queues > 0 && o.queues < dev.Queues {
 		serving = fmt.Sprintf(" (serving %d)", o.queues)
 	}
-	fmt.Fprintf(stdout, "softfabric: %s up: XDP %s, %s%s, MTU %d%s\n", iface, used, activeQueues(dev.Queues), serving, dev.MTU, map[bool]string{true: ", multi-buffer", false: ""}[frags])
+	served := ", no daemon"
+	if !o.noDaemon {
+		pid, err := startDaemon(iface, runDir, o.daemon)
+		if err != nil {
+			undo()
+			return fmt.Errorf("%s: %w", iface, err)
+		}
+		served = fmt.Sprintf(", daemon pid %d", pid)
+	}
+	fmt.Fprintf(stdout, "softfabric: %s up: XDP %s, %s%s, MTU %d%s%s\n", iface, used, activeQueues(dev.Queues), serving, dev.MTU, map[bool]string{true: ", multi-buffer", false: ""}[frags], served)
 	return nil
 }
 
@@ -209,7 +232,11 @@ func cmdDown(args []string, stdout, _ io.Writer) error {
 	if _, pinErr := os.Stat(pinDir); errors.Is(stErr, fs.ErrNotExist) && errors.Is(pinErr, fs.ErrNotExist) {
 		return fmt.Errorf("%s is not up", iface)
 	}
-	// Refuse while a process owns the device's queues.
+	// Stop the daemon, then refuse while another process owns the
+	// device's queues.
+	if err := stopDaemon(runDir); err != nil {
+		return err
+	}
 	if stErr == nil {
 		lock, err := ctrl.LockDevice(runDir)
 		if err != nil {

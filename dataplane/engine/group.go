@@ -32,6 +32,7 @@ type Group struct {
 	// only for frames whose queue pair they do not own themselves.
 	owner   []atomic.Uint32
 	sleeper Sleeper
+	pace    Backoff // copied by each run loop
 }
 
 // Sleeper is where an idle node blocks: until its link has frames,
@@ -139,6 +140,12 @@ func (g *Group) NextDeadline() int64 {
 	return d
 }
 
+// SetPace sets how Run and RunEach back off when idle: how long they
+// spin and yield before sleeping (Backoff's fields; zero: its defaults).
+// Nodes that share their cores with other polling threads (an attached
+// application beside its daemon) do better sleeping sooner.
+func (g *Group) SetPace(b Backoff) { g.pace = b }
+
 // SetSleeper installs what Run blocks on when every node is idle: it must
 // return when any node's link has frames.
 func (g *Group) SetSleeper(s Sleeper) { g.sleeper = s }
@@ -147,9 +154,9 @@ func (g *Group) SetSleeper(s Sleeper) { g.sleeper = s }
 // setup, if not nil, runs first on the locked thread, as in RunEach.
 func (g *Group) Run(ctx context.Context, clock func() int64, hook func() (bool, error), setup func() error) error {
 	if len(g.nodes) == 1 {
-		return runLoop(ctx, clock, hook, setup, g.nodes[0].Poll, g.nodes[0].idle)
+		return runLoop(ctx, clock, hook, setup, g.nodes[0].Poll, g.nodes[0].idle, g.pace)
 	}
-	return runLoop(ctx, clock, hook, setup, g.Poll, g.idle)
+	return runLoop(ctx, clock, hook, setup, g.Poll, g.idle, g.pace)
 }
 
 func (g *Group) idle(b *Backoff, now int64) {
@@ -201,7 +208,7 @@ func (g *Group) RunEach(ctx context.Context, clock func() int64, hooks []func() 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := runLoop(ctx, clock, hook, pin, n.Poll, n.idle)
+			err := runLoop(ctx, clock, hook, pin, n.Poll, n.idle, g.pace)
 			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 				mu.Lock()
 				if first == nil {

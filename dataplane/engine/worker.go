@@ -154,7 +154,7 @@ func (n *Node) Wake() {
 // goroutine that owns the queue pairs), then backs off if neither did
 // anything. clock is the engine clock in nanoseconds.
 func (n *Node) Run(ctx context.Context, clock func() int64, hook func() (bool, error)) error {
-	return runLoop(ctx, clock, hook, nil, n.Poll, n.idle)
+	return runLoop(ctx, clock, hook, nil, n.Poll, n.idle, Backoff{})
 }
 
 // runLoop is the run-to-completion loop of Node.Run, Group.Run and each
@@ -162,7 +162,7 @@ func (n *Node) Run(ctx context.Context, clock func() int64, hook func() (bool, e
 // locked thread (CPU pinning); the thread then stays locked for good and
 // dies with the goroutine, since its affinity is no longer the process's.
 func runLoop(ctx context.Context, clock func() int64, hook func() (bool, error), setup func() error,
-	poll func(int64) (bool, error), idle func(*Backoff, int64)) error {
+	poll func(int64) (bool, error), idle func(*Backoff, int64), pace Backoff) error {
 	runtime.LockOSThread()
 	pinned := setup != nil
 	locked := true
@@ -176,7 +176,7 @@ func runLoop(ctx context.Context, clock func() int64, hook func() (bool, error),
 			return err
 		}
 	}
-	var b Backoff
+	b := pace
 	for i := 0; ; i++ {
 		now := clock()
 		did, err := poll(now)

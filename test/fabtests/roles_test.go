@@ -132,6 +132,10 @@ func runRole(role, self, peer string) error {
 		return dgramServer(self)
 	case "dgram-client":
 		return dgramClient(self, peer)
+	case "rma4-server":
+		return rma4Server(self)
+	case "rma4-client":
+		return rma4Client(self, peer)
 	}
 	return fmt.Errorf("unknown role %q", role)
 }

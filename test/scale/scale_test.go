@@ -119,7 +119,7 @@ func BenchmarkScale(b *testing.B) {
 	for _, q := range queues {
 		p := netnstest.NewPair(b, netnstest.Options{Queues: q})
 		for _, h := range []*netnstest.Host{p.A, p.B} {
-			if out, err := h.Command(sfBin, "up", h.Iface).CombinedOutput(); err != nil {
+			if out, err := h.Command(sfBin, "up", h.Iface, "--no-daemon").CombinedOutput(); err != nil {
 				b.Fatalf("up: %v: %s", err, out)
 			}
 		}

@@ -1,0 +1,606 @@
+// Package daemon is the softfabric daemon: the process that owns a
+// device (its classifier, its AF_XDP sockets and a worker per queue) and
+// serves the applications on the host that use it, as a kernel RDMA
+// driver does, so that several of them share one NIC.
+//
+// Applications attach through a unix control socket in the device's run
+// directory (ctrl/daemonapi; root, or members of Config.Group, checked
+// with SO_PEERCRED) and get, per queue, a shared-memory region of frame
+// rings with eventfd doorbells (dataplane/link/shmlink). Each
+// application runs its own transport engine over those rings (package
+// device, Attach), so a fault in one stays in its own process; the
+// daemon is the switch between the NIC and them:
+//
+//   - Receive: a worker takes the frames of its queue from the AF_XDP
+//     socket and copies each into the ring of the application that owns
+//     its destination QPN (registered over the control socket; the
+//     classifier steers only registered QPNs here). Frames for no
+//     application are counted and dropped.
+//   - Transmit: the worker takes the frames each application put on its
+//     ring for this queue and sends those the application may send: from
+//     the device's own MAC and addresses, RoCEv2, and either a UD request
+//     from one of its own QPNs or an RC packet to a peer (GID and QPN)
+//     one of its queue pairs is connected to. Anything else is counted as
+//     denied and dropped: an application cannot speak for another's queue
+//     pairs, on the wire or to another application.
+//
+// Memory isolation follows: an application's memory regions live in its
+// own process; a peer reaches them only through that application's queue
+// pairs and keys.
+//
+// When an application's control connection closes (it exited or was
+// killed), the daemon unregisters its QPNs at once (its peers' requests
+// go unanswered and end in retry-exceeded, the IBTA outcome of a dead
+// responder), waits for its workers to pass, and unmaps its rings. When
+// the daemon stops, applications see their control socket close and
+// fail their device with device.ErrGone.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/softfabric/softfabric/ctrl"
+	"github.com/softfabric/softfabric/ctrl/daemonapi"
+	"github.com/softfabric/softfabric/dataplane/engine"
+	"github.com/softfabric/softfabric/dataplane/link/shmlink"
+	"github.com/softfabric/softfabric/device"
+)
+
+// Config describes a daemon.
+type Config struct {
+	// Iface is the interface `softfabric up` prepared.
+	Iface string
+	// Queues limits the queues served (0: all).
+	Queues int
+	// CPUs pins worker i to CPUs[i % len(CPUs)] (empty: not pinned).
+	CPUs []int
+	// Group, if set, is a group whose members may attach besides root.
+	Group string
+	// Slots and SlotSize size each application's rings (0: defaults).
+	Slots, SlotSize int
+	// Logf, if set, reports attachments and detachments.
+	Logf func(format string, args ...any)
+}
+
+// Daemon serves one device.
+type Daemon struct {
+	cfg   Config
+	q     *device.Queues
+	ln    *net.UnixListener
+	gid   int // Config.Group's gid, -1 when none
+	since time.Time
+	mac   [6]byte
+	gids  []netip.Addr
+
+	owner []atomic.Pointer[app] // by QPN
+	apps  atomic.Pointer[[]*app]
+
+	mu     sync.Mutex // guards app set changes and owner writes
+	nextID uint32
+	conns  map[*net.UnixConn]struct{}
+
+	workers []*worker
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	closed  sync.Once
+	err     error
+}
+
+// Start opens the device's queues exclusively, listens on its control
+// socket and starts a worker per queue.
+func Start(cfg Config) (_ *Daemon, err error) {
+	d := &Daemon{cfg: cfg, gid: -1, since: time.Now(), owner: make([]atomic.Pointer[app], engine.MaxQPN),
+		conns: map[*net.UnixConn]struct{}{}}
+	d.apps.Store(&[]*app{})
+	if cfg.Group != "" {
+		g, err := user.LookupGroup(cfg.Group)
+		if err != nil {
+			return nil, fmt.Errorf("daemon: group %q: %w", cfg.Group, err)
+		}
+		d.gid, _ = strconv.Atoi(g.Gid)
+	}
+	d.q, err = device.OpenQueues(cfg.Iface, device.OpenOptions{Queues: cfg.Queues})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = d.q.Close()
+		}
+	}()
+	copy(d.mac[:], d.q.Dev.MAC)
+	for _, g := range ctrl.GIDs(d.q.Dev) {
+		d.gids = append(d.gids, g.Unmap())
+	}
+	if d.cfg.SlotSize == 0 {
+		// A ring slot holds the largest frame a socket receives.
+		d.cfg.SlotSize = max(4096, (d.q.Sockets[0].MaxFrame()+63)&^63)
+	}
+	path := daemonapi.SocketPath(d.q.RunDir)
+	_ = os.Remove(path) // left by a daemon that died: we hold owner.lock now
+	d.ln, err = net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if err != nil {
+		return nil, fmt.Errorf("daemon: control socket: %w", err)
+	}
+	d.ln.SetUnlinkOnClose(true)
+	// Anyone may reach the socket: the daemon checks who connects
+	// (SO_PEERCRED) and tells a user it refuses why, rather than leaving
+	// them at a "permission denied" on a path.
+	if err := os.Chmod(path, 0o666); err != nil {
+		_ = d.ln.Close()
+		return nil, fmt.Errorf("daemon: control socket: %w", err)
+	}
+	for dir := d.q.RunDir; len(dir) > 1 && dir != filepath.Dir(filepath.Dir(filepath.Dir(d.q.RunDir))); dir = filepath.Dir(dir) {
+		_ = os.Chmod(dir, 0o711) // the run directories: searchable, not listable
+	}
+	if err := d.q.SaveSockets(); err != nil {
+		_ = d.ln.Close()
+		return nil, err
+	}
+	pidPath := filepath.Join(d.q.RunDir, daemonapi.PIDName)
+	if err := os.WriteFile(pidPath, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+		_ = d.ln.Close()
+		return nil, fmt.Errorf("daemon: %w", err)
+	}
+	d.q.OnClose(func() error { return os.Remove(pidPath) })
+	d.ctx, d.cancel = context.WithCancel(context.Background())
+	for i, s := range d.q.Sockets {
+		w, err := newWorker(d, i, s)
+		if err != nil {
+			d.cancel()
+			_ = d.ln.Close()
+			for _, w := range d.workers {
+				w.close()
+			}
+			return nil, err
+		}
+		d.workers = append(d.workers, w)
+	}
+	for _, w := range d.workers {
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			if err := w.run(d.ctx); err != nil && d.ctx.Err() == nil {
+				d.fail(fmt.Errorf("worker %d: %w", w.q, err))
+			}
+		}()
+	}
+	d.wg.Add(2)
+	go func() { defer d.wg.Done(); d.accept() }()
+	go func() { defer d.wg.Done(); d.housekeep() }()
+	return d, nil
+}
+
+// RunDir is the device's run directory (its state, socket and pid file).
+func (d *Daemon) RunDir() string { return d.q.RunDir }
+
+// Done is closed when the daemon stops (Close, or a worker failed).
+func (d *Daemon) Done() <-chan struct{} { return d.ctx.Done() }
+
+// Err is why the daemon stopped on its own, nil otherwise.
+func (d *Daemon) Err() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.err
+}
+
+func (d *Daemon) fail(err error) {
+	d.mu.Lock()
+	if d.err == nil {
+		d.err = err
+	}
+	d.mu.Unlock()
+	d.cancel()
+}
+
+// Close stops serving: applications see their control socket close,
+// the workers stop, the queues and the classifier's entries are released.
+func (d *Daemon) Close() error {
+	var err error
+	d.closed.Do(func() {
+		d.cancel()
+		_ = d.ln.Close()
+		d.mu.Lock()
+		for c := range d.conns {
+			_ = c.Close()
+		}
+		d.mu.Unlock()
+		d.wg.Wait()
+		for _, a := range *d.apps.Load() {
+			a.release()
+		}
+		for _, w := range d.workers {
+			w.close()
+		}
+		err = d.q.Close()
+	})
+	return err
+}
+
+func (d *Daemon) logf(format string, args ...any) {
+	if d.cfg.Logf != nil {
+		d.cfg.Logf(format, args...)
+	}
+}
+
+// Run serves iface until ctx ends or the daemon fails.
+func Run(ctx context.Context, cfg Config, ready func(*Daemon)) error {
+	d, err := Start(cfg)
+	if err != nil {
+		return err
+	}
+	if ready != nil {
+		ready(d)
+	}
+	select {
+	case <-ctx.Done():
+	case <-d.Done():
+	}
+	cerr := d.Close()
+	if err := d.Err(); err != nil {
+		return err
+	}
+	return cerr
+}
+
+// housekeep detaches applications whose rings a worker found corrupt,
+// and stops the daemon when its interface or its record is gone (the
+// namespace deleted, `softfabric down` by hand, the interface renamed).
+func (d *Daemon) housekeep() {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-d.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if i%10 == 9 {
+			if err := d.stillThere(); err != nil {
+				d.logf("stopping: %v", err)
+				d.fail(err)
+				return
+			}
+		}
+		for _, a := range *d.apps.Load() {
+			if a.bad.Load() {
+				d.logf("app %d (pid %d): corrupt rings, detached", a.id, a.pid)
+				_ = a.conn.Close() // serve's read ends and detaches it
+			}
+		}
+	}
+}
+
+// ErrDeviceRemoved is why a daemon stops when its device went away.
+var ErrDeviceRemoved = errors.New("daemon: the device went away")
+
+func (d *Daemon) stillThere() error {
+	dev, err := ctrl.LookupDevice(d.cfg.Iface)
+	if errors.Is(err, ctrl.ErrNoDevice) || err == nil && dev.Index != d.q.Dev.Index {
+		return fmt.Errorf("%w: %s is gone", ErrDeviceRemoved, d.cfg.Iface)
+	}
+	if _, err := os.Stat(filepath.Join(d.q.RunDir, "state.json")); errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w: %s is no longer up (its record is gone)", ErrDeviceRemoved, d.cfg.Iface)
+	}
+	return nil
+}
+
+// authorize checks the peer's credentials: root, or a member of the
+// configured group.
+func (d *Daemon) authorize(c *net.UnixConn) (*unix.Ucred, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return nil, err
+	}
+	if cerr != nil {
+		return nil, cerr
+	}
+	if cred.Uid == 0 {
+		return cred, nil
+	}
+	if d.gid >= 0 && (int(cred.Gid) == d.gid || inGroup(int(cred.Pid), d.gid)) {
+		return cred, nil
+	}
+	who := strconv.Itoa(int(cred.Uid))
+	if u, err := user.LookupId(who); err == nil {
+		who = u.Username
+	}
+	if d.gid >= 0 {
+		return cred, fmt.Errorf("%w: user %s is not root and not in group %s", daemonapi.ErrDenied, who, d.cfg.Group)
+	}
+	return cred, fmt.Errorf("%w: user %s is not root (start the daemon with --group to admit a group)", daemonapi.ErrDenied, who)
+}
+
+// inGroup reports whether process pid has gid among its supplementary
+// groups.
+func inGroup(pid, gid int) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Groups:"); ok {
+			for _, f := range strings.Fields(rest) {
+				if g, err := strconv.Atoi(f); err == nil && g == gid {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+func (d *Daemon) accept() {
+	for {
+		c, err := d.ln.AcceptUnix()
+		if err != nil {
+			return
+		}
+		d.mu.Lock()
+		if d.ctx.Err() != nil {
+			d.mu.Unlock()
+			_ = c.Close()
+			return
+		}
+		d.conns[c] = struct{}{}
+		d.mu.Unlock()
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			d.serve(c)
+			d.mu.Lock()
+			delete(d.conns, c)
+			d.mu.Unlock()
+			_ = c.Close()
+		}()
+	}
+}
+
+// serve answers one connection: an attached application's, or a status
+// query's.
+func (d *Daemon) serve(c *net.UnixConn) {
+	var a *app
+	defer func() {
+		if a != nil {
+			d.detach(a)
+		}
+	}()
+	for {
+		var req daemonapi.Request
+		fds, err := daemonapi.Read(c, &req)
+		for _, fd := range fds {
+			_ = unix.Close(fd) // applications send none
+		}
+		if err != nil {
+			return
+		}
+		var rep daemonapi.Reply
+		var out []int
+		switch req.Op {
+		case daemonapi.OpStats:
+			rep.Stats = d.stats()
+		case daemonapi.OpAttach:
+			if a != nil {
+				rep = daemonapi.Fail(fmt.Errorf("%w: attached already", daemonapi.ErrInvalid))
+				break
+			}
+			var err error
+			a, err = d.attach(c, req)
+			if err != nil {
+				rep = daemonapi.Fail(err)
+				a = nil
+				break
+			}
+			rep.Attach = d.attachInfo(a)
+			for _, r := range a.regions {
+				fds := r.FDs()
+				out = append(out, fds[:]...)
+			}
+		case daemonapi.OpSetQP, daemonapi.OpDeleteQP, daemonapi.OpConnect:
+			if a == nil {
+				rep = daemonapi.Fail(fmt.Errorf("%w: %s before attach", daemonapi.ErrInvalid, req.Op))
+				break
+			}
+			if err := d.qpOp(a, req); err != nil {
+				rep = daemonapi.Fail(err)
+			}
+		default:
+			rep = daemonapi.Fail(fmt.Errorf("%w: operation %q", daemonapi.ErrInvalid, req.Op))
+		}
+		if err := daemonapi.Write(c, rep, out); err != nil {
+			return
+		}
+	}
+}
+
+func (d *Daemon) attachInfo(a *app) *daemonapi.AttachInfo {
+	return &daemonapi.AttachInfo{App: a.id, Iface: d.q.Dev.Name, Ifindex: d.q.Dev.Index, MAC: d.mac, MTU: d.q.Dev.MTU,
+		GIDs: d.gids, Queues: len(d.workers), Slots: a.regions[0].Config().Slots, SlotSize: a.regions[0].Config().SlotSize}
+}
+
+func (d *Daemon) attach(c *net.UnixConn, req daemonapi.Request) (*app, error) {
+	if req.Version != daemonapi.Version {
+		return nil, fmt.Errorf("%w: the daemon speaks %d, the application %d", daemonapi.ErrVersion, daemonapi.Version, req.Version)
+	}
+	cred, err := d.authorize(c)
+	if err != nil {
+		d.logf("refused pid %d uid %d: %v", cred.Pid, cred.Uid, err)
+		return nil, err
+	}
+	d.mu.Lock()
+	d.nextID++
+	id := d.nextID
+	d.mu.Unlock()
+	a := &app{id: id, pid: int(cred.Pid), uid: int(cred.Uid), name: req.Name, since: time.Now(), conn: c,
+		qps: map[uint32]struct{}{}, conns: map[uint32][]peerKey{}, st: make([]appCounters, len(d.workers))}
+	a.peers.Store(&map[peerKey]struct{}{})
+	for i := range d.workers {
+		r, err := shmlink.Create(fmt.Sprintf("softfabric-%s-app%d-q%d", d.q.Dev.Name, id, i),
+			shmlink.Config{Slots: d.cfg.Slots, SlotSize: d.cfg.SlotSize})
+		if err != nil {
+			a.release()
+			return nil, err
+		}
+		a.regions = append(a.regions, r)
+		a.ends = append(a.ends, r.DaemonEnd())
+	}
+	d.mu.Lock()
+	next := append(slices.Clone(*d.apps.Load()), a)
+	d.apps.Store(&next)
+	d.mu.Unlock()
+	for _, w := range d.workers {
+		w.kick()
+	}
+	d.logf("app %d attached: pid %d uid %d %q", a.id, a.pid, a.uid, a.name)
+	return a, nil
+}
+
+func (d *Daemon) qpOp(a *app, req daemonapi.Request) error {
+	qpn := req.QPN
+	if qpn < 2 || qpn >= engine.MaxQPN {
+		return fmt.Errorf("%w: QPN %d outside [2, %d)", daemonapi.ErrInvalid, qpn, engine.MaxQPN)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch req.Op {
+	case daemonapi.OpSetQP:
+		if o := d.owner[qpn].Load(); o != nil {
+			if o == a {
+				return nil
+			}
+			return fmt.Errorf("%w: QPN %d belongs to another application", daemonapi.ErrQPNInUse, qpn)
+		}
+		if err := d.q.Classifier.SetQP(qpn, 0); err != nil {
+			return fmt.Errorf("%w: classifier: %v", daemonapi.ErrInvalid, err)
+		}
+		a.qps[qpn] = struct{}{}
+		d.owner[qpn].Store(a)
+	case daemonapi.OpDeleteQP:
+		if d.owner[qpn].Load() != a {
+			return fmt.Errorf("%w: QPN %d is not this application's", daemonapi.ErrInvalid, qpn)
+		}
+		d.unown(a, qpn)
+	case daemonapi.OpConnect:
+		if d.owner[qpn].Load() != a {
+			return fmt.Errorf("%w: QPN %d is not this application's", daemonapi.ErrInvalid, qpn)
+		}
+		if !req.Peer.IsValid() || req.DestQPN >= 1<<24 {
+			return fmt.Errorf("%w: connect to %v QPN %d", daemonapi.ErrInvalid, req.Peer, req.DestQPN)
+		}
+		peers := maps(*a.peers.Load())
+		peers[peerKey{req.Peer.Unmap(), req.DestQPN}] = struct{}{}
+		a.peers.Store(&peers)
+		a.conns[qpn] = append(a.conns[qpn], peerKey{req.Peer.Unmap(), req.DestQPN})
+	}
+	return nil
+}
+
+// unown releases qpn from a (d.mu held): its frames stop reaching a, and
+// the connections of the queue pair stop being a's to send on.
+func (d *Daemon) unown(a *app, qpn uint32) {
+	d.owner[qpn].Store(nil)
+	_ = d.q.Classifier.DeleteQP(qpn)
+	delete(a.qps, qpn)
+	if keys := a.conns[qpn]; len(keys) > 0 {
+		delete(a.conns, qpn)
+		peers := map[peerKey]struct{}{}
+		for _, ks := range a.conns {
+			for _, k := range ks {
+				peers[k] = struct{}{}
+			}
+		}
+		a.peers.Store(&peers)
+	}
+}
+
+// detach removes an application: its QPNs at once, its rings once every
+// worker has passed the point where it could still be using them.
+func (d *Daemon) detach(a *app) {
+	d.mu.Lock()
+	for qpn := range a.qps {
+		d.unown(a, qpn)
+	}
+	cur := *d.apps.Load()
+	next := slices.DeleteFunc(slices.Clone(cur), func(x *app) bool { return x == a })
+	d.apps.Store(&next)
+	d.mu.Unlock()
+	for _, w := range d.workers {
+		w.quiesce()
+	}
+	a.release()
+	d.logf("app %d (pid %d) detached", a.id, a.pid)
+}
+
+func (d *Daemon) stats() *daemonapi.Stats {
+	st := &daemonapi.Stats{PID: os.Getpid(), Iface: d.q.Dev.Name, Since: d.since}
+	for _, w := range d.workers {
+		st.Workers = append(st.Workers, w.stats())
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, a := range *d.apps.Load() {
+		as := daemonapi.AppStats{ID: a.id, PID: a.pid, UID: a.uid, Name: a.name, Since: a.since, Conns: len(*a.peers.Load())}
+		for q := range a.qps {
+			as.QPs = append(as.QPs, q)
+		}
+		slices.Sort(as.QPs)
+		for i := range a.st {
+			c := &a.st[i]
+			as.RxFrames += c.rx.Load()
+			as.TxFrames += c.tx.Load()
+			as.Denied += c.denied.Load()
+			as.Dropped += c.dropped.Load()
+		}
+		st.Apps = append(st.Apps, as)
+	}
+	return st
+}
+
+// Query asks the daemon serving the device in runDir for its statistics.
+func Query(runDir string) (*daemonapi.Stats, error) {
+	c, err := daemonapi.Dial(runDir)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	rep, _, err := daemonapi.Call(c, daemonapi.Request{Op: daemonapi.OpStats})
+	if err != nil {
+		return nil, err
+	}
+	if rep.Stats == nil {
+		return nil, errors.New("daemon: empty stats reply")
+	}
+	return rep.Stats, nil
+}
+
+func maps(m map[peerKey]struct{}) map[peerKey]struct{} {
+	out := make(map[peerKey]struct{}, len(m)+1)
+	for k := range m {
+		out[k] = struct{}{}
+	}
+	return out
+}

@@ -1,0 +1,308 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/softfabric/softfabric/ctrl/daemonapi"
+	"github.com/softfabric/softfabric/dataplane/link"
+	"github.com/softfabric/softfabric/dataplane/wire"
+	"github.com/softfabric/softfabric/dataplane/xsk"
+)
+
+// worker switches the frames of one queue between the NIC and the
+// applications' rings for that queue. It runs to completion on a locked
+// OS thread: no lock and no channel per frame.
+type worker struct {
+	d    *Daemon
+	q    int
+	sock *xsk.Socket
+	efd  int // kick: another goroutine changed the application set
+	pkt  wire.Packet
+
+	views   [][]byte
+	big     []byte // a multi-buffer frame being checked
+	touched []bool // applications whose rings got frames this pass
+	fds     []unix.PollFd
+	fdsFor  *[]*app
+
+	passes atomic.Uint64
+	c      workerCounters
+}
+
+type workerCounters struct {
+	rx, tx, unknown, malformed, sleeps, stalls, ringFull atomic.Uint64
+}
+
+func newWorker(d *Daemon, q int, s *xsk.Socket) (*worker, error) {
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: eventfd: %w", err)
+	}
+	return &worker{d: d, q: q, sock: s, efd: efd, views: make([][]byte, link.IdealBatch), big: make([]byte, s.MaxFrame())}, nil
+}
+
+func (w *worker) close() { _ = unix.Close(w.efd) }
+
+// kick wakes the worker if it sleeps.
+func (w *worker) kick() {
+	one := [8]byte{1}
+	_, _ = unix.Write(w.efd, one[:])
+}
+
+// quiesce returns once the worker has begun a new pass after the call:
+// it holds no application it dropped before (or has stopped).
+func (w *worker) quiesce() {
+	p := w.passes.Load()
+	deadline := time.Now().Add(time.Second)
+	for w.passes.Load() < p+2 && time.Now().Before(deadline) && w.d.ctx.Err() == nil {
+		w.kick()
+		time.Sleep(50 * time.Microsecond)
+	}
+}
+
+func (w *worker) stats() daemonapi.WorkerStats {
+	return daemonapi.WorkerStats{Queue: w.q, RxFrames: w.c.rx.Load(), TxFrames: w.c.tx.Load(), Unknown: w.c.unknown.Load(),
+		Malformed: w.c.malformed.Load(), Sleeps: w.c.sleeps.Load(), Passes: w.passes.Load(), TxStalls: w.c.stalls.Load(),
+		RingFulls: w.c.ringFull.Load()}
+}
+
+// Idle pacing: spin, then yield the CPU (sched_yield(2): the worker's
+// thread is locked, so a Go yield would not let other processes run),
+// then sleep in ppoll(2). The daemon shares the host's cores with the
+// applications it serves, which poll too: it sleeps soon.
+var (
+	idleSpin  = envInt("SOFTFABRIC_DAEMON_SPIN", 0)
+	idleYield = envInt("SOFTFABRIC_DAEMON_YIELD", 0)
+)
+
+const maxSleep = 100 * time.Millisecond
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v >= 0 {
+		return v
+	}
+	return def
+}
+
+func (w *worker) run(ctx context.Context) error {
+	runtime.LockOSThread()
+	if cpus := w.d.cfg.CPUs; len(cpus) > 0 {
+		var set unix.CPUSet
+		set.Set(cpus[w.q%len(cpus)])
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			return fmt.Errorf("pinning to CPU %d: %w", cpus[w.q%len(cpus)], err)
+		}
+	}
+	idle := 0
+	for ctx.Err() == nil {
+		w.passes.Add(1)
+		apps := w.d.apps.Load()
+		did := w.receive(*apps)
+		for i, a := range *apps {
+			if w.transmit(i, a) {
+				did = true
+			}
+		}
+		if err := w.sock.Flush(); err != nil {
+			return err
+		}
+		if did {
+			idle = 0
+			continue
+		}
+		idle++
+		switch {
+		case idle < idleSpin:
+		case idle < idleSpin+idleYield:
+			schedYield()
+		default:
+			w.sleep(apps)
+		}
+	}
+	return nil
+}
+
+// receive moves a batch from the NIC to the applications' rings.
+func (w *worker) receive(apps []*app) bool {
+	n := w.sock.RecvZC(w.views)
+	if n == 0 {
+		return false
+	}
+	w.c.rx.Add(uint64(n))
+	if cap(w.touched) < len(apps) {
+		w.touched = make([]bool, len(apps))
+	}
+	w.touched = w.touched[:len(apps)]
+	for _, f := range w.views[:n] {
+		if err := w.pkt.Parse(f); err != nil {
+			w.c.malformed.Add(1)
+			continue
+		}
+		qpn := w.pkt.BTH().DestQP()
+		if qpn >= uint32(len(w.d.owner)) {
+			w.c.unknown.Add(1)
+			continue
+		}
+		a := w.d.owner[qpn].Load()
+		if a == nil || a.regions == nil {
+			w.c.unknown.Add(1)
+			continue
+		}
+		e := a.ends[w.q]
+		buf := e.TxBuf()
+		if buf == nil || len(f) > len(buf) {
+			w.c.ringFull.Add(1)
+			a.st[w.q].dropped.Add(1)
+			continue
+		}
+		e.TxSubmit(copy(buf, f))
+		a.st[w.q].rx.Add(1)
+		if i := indexOf(apps, a); i >= 0 {
+			w.touched[i] = true
+		}
+	}
+	w.sock.ReleaseRx()
+	for i, t := range w.touched {
+		if t {
+			w.touched[i] = false
+			_ = apps[i].ends[w.q].Flush()
+		}
+	}
+	return true
+}
+
+func indexOf(apps []*app, a *app) int {
+	for i, x := range apps {
+		if x == a {
+			return i
+		}
+	}
+	return -1
+}
+
+// transmit moves what application a put on its ring for this queue to
+// the NIC, dropping what it may not send. Each frame is copied out of the
+// shared ring first and checked in the copy, which the application cannot
+// change between the check and the send.
+func (w *worker) transmit(_ int, a *app) bool {
+	room := min(w.sock.TxRoom(), len(w.views))
+	if room == 0 {
+		w.c.stalls.Add(1)
+		return false
+	}
+	e := a.ends[w.q]
+	n := e.RecvZC(w.views[:room])
+	if n == 0 {
+		if e.Stats().BadDescriptors > 0 {
+			a.bad.Store(true)
+		}
+		return false
+	}
+	peers := *a.peers.Load()
+	sent := 0
+	for _, f := range w.views[:n] {
+		if len(f) > w.sock.TxBufSize() {
+			// A multi-buffer frame: checked in a private copy, then sent
+			// (copied again) by Send.
+			c := w.big[:copy(w.big, f)]
+			if !w.allowed(a, c, peers) {
+				a.st[w.q].denied.Add(1)
+				continue
+			}
+			if k, _ := w.sock.Send([][]byte{c}); k == 1 {
+				sent++
+			}
+			continue
+		}
+		buf := w.sock.TxBuf()
+		if buf == nil {
+			break // room was counted; a frame lost here is retransmitted
+		}
+		c := buf[:copy(buf, f)]
+		if !w.allowed(a, c, peers) {
+			a.st[w.q].denied.Add(1)
+			w.sock.TxSubmit(0)
+			continue
+		}
+		w.sock.TxSubmit(len(c))
+		sent++
+	}
+	e.ReleaseRx()
+	w.c.tx.Add(uint64(sent))
+	a.st[w.q].tx.Add(uint64(sent))
+	return true
+}
+
+// allowed reports whether a may send frame f: RoCEv2 from the device's
+// own MAC and addresses, and a UD request from one of its QPNs or an RC
+// packet to a peer one of its queue pairs is connected to.
+func (w *worker) allowed(a *app, f []byte, peers map[peerKey]struct{}) bool {
+	p := &w.pkt
+	if err := p.Parse(f); err != nil {
+		return false
+	}
+	if p.Ethernet().Src() != w.d.mac {
+		return false
+	}
+	src := p.Src().Unmap()
+	mine := false
+	for _, g := range w.d.gids {
+		if g == src {
+			mine = true
+			break
+		}
+	}
+	if !mine {
+		return false
+	}
+	if p.Info.Mask&wire.MaskDETH != 0 {
+		sq := p.DETH().SrcQP()
+		return sq < uint32(len(w.d.owner)) && w.d.owner[sq].Load() == a
+	}
+	_, ok := peers[peerKey{p.Dst().Unmap(), p.BTH().DestQP()}]
+	return ok
+}
+
+// sleep blocks until the NIC or an application has frames for this
+// worker, a kick, or maxSleep.
+func (w *worker) sleep(apps *[]*app) {
+	if w.fdsFor != apps {
+		w.fds = w.fds[:0]
+		w.fds = append(w.fds, unix.PollFd{Fd: int32(w.sock.FD()), Events: unix.POLLIN}, unix.PollFd{Fd: int32(w.efd), Events: unix.POLLIN})
+		for _, a := range *apps {
+			w.fds = append(w.fds, unix.PollFd{Fd: int32(a.ends[w.q].FD()), Events: unix.POLLIN})
+		}
+		w.fdsFor = apps
+	}
+	timeout := maxSleep
+	if ready, t := w.sock.PrepareWait(timeout); ready {
+		return
+	} else {
+		timeout = min(timeout, t)
+	}
+	for _, a := range *apps {
+		if ready, _ := a.ends[w.q].PrepareWait(timeout); ready {
+			return
+		}
+	}
+	w.c.sleeps.Add(1)
+	ts := unix.NsecToTimespec(int64(timeout))
+	_, _ = unix.Ppoll(w.fds, &ts, nil)
+	var drain [8]byte
+	for i := 1; i < len(w.fds); i++ {
+		if w.fds[i].Revents&unix.POLLIN != 0 {
+			_, _ = unix.Read(int(w.fds[i].Fd), drain[:])
+		}
+	}
+}
+
+// schedYield gives the CPU to another runnable thread, of any process.
+func schedYield() { _, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }

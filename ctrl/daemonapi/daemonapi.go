@@ -1,0 +1,267 @@
+// Package daemonapi is the control protocol between the softfabric daemon
+// (ctrl/daemon), which owns a device, and the applications it serves
+// (device.Attach): JSON messages, one per datagram, over a unix
+// SOCK_SEQPACKET socket in the device's run directory, with file
+// descriptors (shared-memory regions and eventfds) passed as SCM_RIGHTS.
+//
+// The socket carries set-up only (attach, queue pair numbers, connections,
+// statistics); frames move through the shared-memory rings of
+// dataplane/link/shmlink. The connection lives as long as the
+// application's attachment: when it closes, the daemon releases
+// everything the application had, and an application that sees it close
+// knows the daemon is gone.
+package daemonapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Version is the protocol version; attach refuses another.
+const Version = 1
+
+// SocketName is the control socket's name in the device's run directory.
+const SocketName = "daemon.sock"
+
+// PIDName is the daemon's pid file in the run directory.
+const PIDName = "daemon.pid"
+
+// SocketPath is the control socket of the device whose run directory is
+// runDir.
+func SocketPath(runDir string) string { return filepath.Join(runDir, SocketName) }
+
+// Operations.
+const (
+	OpAttach   = "attach"
+	OpSetQP    = "set_qp"
+	OpDeleteQP = "delete_qp"
+	OpConnect  = "connect"
+	OpStats    = "stats"
+)
+
+// Request is a message from an application.
+type Request struct {
+	Op string `json:"op"`
+	// Attach.
+	Version int    `json:"version,omitempty"`
+	Name    string `json:"name,omitempty"` // the application's name, for status
+	// SetQP, DeleteQP, Connect.
+	QPN uint32 `json:"qpn,omitempty"`
+	// Connect: the RC peer QPN's GID and number.
+	Peer    netip.Addr `json:"peer,omitzero"`
+	DestQPN uint32     `json:"dest_qpn,omitempty"`
+}
+
+// Error codes in Reply.Code, matched by the errors below.
+const (
+	CodeDenied   = "denied"
+	CodeQPNInUse = "qpn_in_use"
+	CodeInvalid  = "invalid"
+	CodeVersion  = "version"
+)
+
+// Errors a reply can carry (Reply.Err wraps the one of its Code).
+var (
+	ErrDenied   = errors.New("not allowed to use this softfabric daemon")
+	ErrQPNInUse = errors.New("queue pair number in use")
+	ErrInvalid  = errors.New("invalid request")
+	ErrVersion  = errors.New("protocol version mismatch")
+)
+
+// Reply answers a Request.
+type Reply struct {
+	Err    string      `json:"err,omitempty"`
+	Code   string      `json:"code,omitempty"`
+	Attach *AttachInfo `json:"attach,omitempty"`
+	Stats  *Stats      `json:"stats,omitempty"`
+}
+
+// Error is the reply's error, nil when it succeeded.
+func (r *Reply) Error() error {
+	if r.Err == "" && r.Code == "" {
+		return nil
+	}
+	var base error
+	switch r.Code {
+	case CodeDenied:
+		base = ErrDenied
+	case CodeQPNInUse:
+		base = ErrQPNInUse
+	case CodeVersion:
+		base = ErrVersion
+	default:
+		base = ErrInvalid
+	}
+	return fmt.Errorf("%w: %s", base, r.Err)
+}
+
+// Fail builds the reply of an error, with the code of the error it wraps.
+func Fail(err error) Reply {
+	r := Reply{Err: err.Error(), Code: CodeInvalid}
+	switch {
+	case errors.Is(err, ErrDenied):
+		r.Code = CodeDenied
+	case errors.Is(err, ErrQPNInUse):
+		r.Code = CodeQPNInUse
+	case errors.Is(err, ErrVersion):
+		r.Code = CodeVersion
+	}
+	return r
+}
+
+// AttachInfo describes the device to an attached application. The reply
+// carries 3 descriptors per queue (shmlink.Region.FDs order).
+type AttachInfo struct {
+	App      uint32       `json:"app"`
+	Iface    string       `json:"iface"`
+	Ifindex  int          `json:"ifindex"`
+	MAC      [6]byte      `json:"mac"`
+	MTU      int          `json:"mtu"`
+	GIDs     []netip.Addr `json:"gids"`
+	Queues   int          `json:"queues"`
+	Slots    int          `json:"slots"`
+	SlotSize int          `json:"slot_size"`
+}
+
+// Stats is what `softfabric status` and `stats` show of a daemon.
+type Stats struct {
+	PID     int           `json:"pid"`
+	Iface   string        `json:"iface"`
+	Since   time.Time     `json:"since"`
+	Workers []WorkerStats `json:"workers"`
+	Apps    []AppStats    `json:"apps"`
+}
+
+// WorkerStats count a daemon worker's frames (one per queue).
+type WorkerStats struct {
+	Queue     int    `json:"queue"`
+	RxFrames  uint64 `json:"rx_frames"`  // from the NIC
+	TxFrames  uint64 `json:"tx_frames"`  // to the NIC
+	Unknown   uint64 `json:"unknown"`    // received for no application's QPN
+	Malformed uint64 `json:"malformed"`  // received or sent, unparsable
+	Sleeps    uint64 `json:"sleeps"`     // times it blocked idle
+	Passes    uint64 `json:"passes"`     // loop passes
+	TxStalls  uint64 `json:"tx_stalls"`  // passes that found the NIC's tx ring full
+	RingFulls uint64 `json:"ring_fulls"` // frames dropped on an application's full ring
+}
+
+// AppStats describe an attached application.
+type AppStats struct {
+	ID       uint32    `json:"id"`
+	PID      int       `json:"pid"`
+	UID      int       `json:"uid"`
+	Name     string    `json:"name"`
+	Since    time.Time `json:"since"`
+	QPs      []uint32  `json:"qps"`
+	Conns    int       `json:"conns"`
+	RxFrames uint64    `json:"rx_frames"` // delivered to it
+	TxFrames uint64    `json:"tx_frames"` // sent for it
+	Denied   uint64    `json:"denied"`    // frames it sent that it may not send
+	Dropped  uint64    `json:"dropped"`   // frames for it dropped on its full ring
+}
+
+// maxMessage bounds a message; stats of many applications fit.
+const maxMessage = 1 << 20
+
+// Write sends v as one message, with fds attached.
+func Write(c *net.UnixConn, v any, fds []int) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	if _, _, err := c.WriteMsgUnix(b, oob, nil); err != nil {
+		return fmt.Errorf("control socket: %w", err)
+	}
+	return nil
+}
+
+// Read receives one message into v and returns the descriptors it
+// carried (the caller owns them). It returns io.EOF when the peer closed.
+func Read(c *net.UnixConn, v any) ([]int, error) {
+	buf := make([]byte, maxMessage)
+	oob := make([]byte, unix.CmsgSpace(4*64))
+	n, oobn, flags, _, err := c.ReadMsgUnix(buf, oob)
+	if err != nil {
+		return nil, err
+	}
+	fds, ferr := parseRights(oob[:oobn])
+	if n == 0 && oobn == 0 {
+		return nil, errEOF
+	}
+	if flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 || ferr != nil {
+		closeAll(fds)
+		return nil, fmt.Errorf("%w: truncated message", ErrInvalid)
+	}
+	if err := json.Unmarshal(buf[:n], v); err != nil {
+		closeAll(fds)
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return fds, nil
+}
+
+var errEOF = fmt.Errorf("control socket closed: %w", net.ErrClosed)
+
+// IsClosed reports whether err from Read means the peer went away.
+func IsClosed(err error) bool {
+	return errors.Is(err, net.ErrClosed) || errors.Is(err, unix.ECONNRESET)
+}
+
+func parseRights(oob []byte) ([]int, error) {
+	if len(oob) == 0 {
+		return nil, nil
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, err
+	}
+	var fds []int
+	for _, m := range msgs {
+		f, err := unix.ParseUnixRights(&m)
+		if err != nil {
+			closeAll(fds)
+			return nil, err
+		}
+		fds = append(fds, f...)
+	}
+	return fds, nil
+}
+
+func closeAll(fds []int) {
+	for _, fd := range fds {
+		_ = unix.Close(fd)
+	}
+}
+
+// Dial connects to the control socket of the device whose run directory
+// is runDir.
+func Dial(runDir string) (*net.UnixConn, error) {
+	return net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: SocketPath(runDir), Net: "unixpacket"})
+}
+
+// Call sends req and reads its reply (with its descriptors).
+func Call(c *net.UnixConn, req Request) (Reply, []int, error) {
+	if err := Write(c, req, nil); err != nil {
+		return Reply{}, nil, err
+	}
+	var r Reply
+	fds, err := Read(c, &r)
+	if err != nil {
+		return Reply{}, nil, err
+	}
+	if err := r.Error(); err != nil {
+		closeAll(fds)
+		return r, nil, err
+	}
+	return r, fds, nil
+}

@@ -1,0 +1,496 @@
+package shmlink
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/softfabric/softfabric/dataplane/link"
+)
+
+var (
+	_ link.Link             = (*End)(nil)
+	_ link.Waiter           = (*End)(nil)
+	_ link.ZeroCopyReceiver = (*End)(nil)
+	_ link.TxFramer         = (*End)(nil)
+)
+
+// one is what a doorbell writes to an eventfd: 1 as a host-endian uint64.
+var one = func() (b [8]byte) {
+	binary.NativeEndian.PutUint64(b[:], 1)
+	return b
+}()
+
+// Stats counts what an End did. Frames are counted sent when published.
+type Stats struct {
+	FramesSent, BytesSent         uint64
+	FramesReceived, BytesReceived uint64
+	Wakeups                       uint64 // eventfd writes to wake the peer
+	BadDescriptors                uint64 // impossible indices or lengths the peer wrote
+	TxFull                        uint64 // Send or TxBuf calls that found the ring full
+}
+
+// shared points at one ring's control words and arrays in the mapping.
+type shared struct {
+	prod  *atomic.Uint32
+	cons  *atomic.Uint32
+	sleep *atomic.Uint32 // the consumer's sleeping flag
+	lens  []uint32
+	data  []byte
+	mask  uint32
+	size  uint32 // slots
+	slot  uint32 // slot size
+}
+
+// mapRing makes the typed views of ring r. It is the only unsafe code of
+// the package; the layout puts every word on an aligned 64-byte line, and
+// the slices stay within the mapping.
+func mapRing(mem []byte, l layout, r int) shared {
+	word := func(off uint64) *atomic.Uint32 {
+		return (*atomic.Uint32)(unsafe.Pointer(&mem[off]))
+	}
+	ringBytes := uint64(l.slots) * uint64(l.slotSize)
+	return shared{
+		prod:  word(l.ctl[r] + ctlProd),
+		cons:  word(l.ctl[r] + ctlCons),
+		sleep: word(l.ctl[r] + ctlSleep),
+		lens:  unsafe.Slice((*uint32)(unsafe.Pointer(&mem[l.lens[r]])), l.slots),
+		data:  mem[l.data[r] : l.data[r]+ringBytes : l.data[r]+ringBytes],
+		mask:  l.slots - 1,
+		size:  l.slots,
+		slot:  l.slotSize,
+	}
+}
+
+// buf returns slot i (already masked), full length.
+func (s *shared) buf(i uint32) []byte {
+	off := int(i) * int(s.slot)
+	return s.data[off : off+int(s.slot) : off+int(s.slot)]
+}
+
+// txSide is the producing half of an End, used by the sending goroutine.
+type txSide struct {
+	shared
+	next   uint32 // private producer: the next slot to fill
+	pub    uint32 // the producer index last published
+	cons   uint32 // the peer's consumer index as last read and validated
+	held   bool   // TxBuf lent slot next
+	frames uint64 // written since the last publish
+	bytes  uint64
+	peerFD int // the consumer's eventfd
+
+	sent, sentBytes, wakeups, full atomic.Uint64
+}
+
+// rxSide is the consuming half of an End, used by the receiving goroutine.
+type rxSide struct {
+	shared
+	next  uint32 // private consumer: the next slot to read
+	prod  uint32 // the peer's producer index as last read and validated
+	held  uint32 // frames lent by RecvZC
+	armed bool   // we set our sleeping flag and have not cleared it
+	drain [8]byte
+	pfd   [1]unix.PollFd
+	ts    unix.Timespec
+
+	recv, recvBytes atomic.Uint64
+}
+
+// End is one side of a region: it sends on one ring and receives from the
+// other. It implements link.Link, link.Waiter, link.ZeroCopyReceiver and
+// link.TxFramer, and FD and PrepareWait for a caller that polls several
+// descriptors at once. See the package comment for what may run
+// concurrently.
+type End struct {
+	tx txSide
+	_  [cacheLine]byte
+	rx rxSide
+	_  [cacheLine]byte
+
+	failed atomic.Pointer[error]
+	bad    atomic.Uint64
+	waitFD int
+	name   string
+	region *Region
+}
+
+func newEnd(r *Region, name string, mem []byte, l layout, txRing, rxRing int, waitFD, peerFD int) *End {
+	e := &End{waitFD: waitFD, name: name, region: r}
+	e.tx.shared = mapRing(mem, l, txRing)
+	e.tx.peerFD = peerFD
+	// Create starts from zeroes; Map checked that both rings hold a
+	// possible number of frames.
+	e.tx.next = e.tx.shared.prod.Load()
+	e.tx.pub = e.tx.next
+	e.tx.cons = e.tx.shared.cons.Load()
+	e.rx.shared = mapRing(mem, l, rxRing)
+	e.rx.next = e.rx.shared.cons.Load()
+	e.rx.prod = e.rx.next
+	e.rx.pfd[0] = unix.PollFd{Fd: int32(waitFD), Events: unix.POLLIN}
+	return e
+}
+
+// MaxFrame is the slot size: the largest frame either direction carries.
+func (e *End) MaxFrame() int { return int(e.tx.slot) }
+
+// FD is the eventfd this End waits on, for a caller that polls it itself
+// after PrepareWait.
+func (e *End) FD() int { return e.waitFD }
+
+// err returns the error the End failed with, or nil.
+func (e *End) err() error {
+	if p := e.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Fail makes the End fail: later Send, Recv, Flush and Wait return err, or
+// ErrGone when err is nil, RecvZC returns 0 and TxBuf nil. The first
+// failure sticks. It wakes a Wait in progress. Any goroutine may call it.
+func (e *End) Fail(err error) {
+	if err == nil {
+		err = ErrGone
+	}
+	if e.failed.CompareAndSwap(nil, &err) && !e.region.fdsClosed.Load() {
+		_, _ = unix.Write(e.waitFD, one[:])
+	}
+}
+
+// corrupt counts a bad descriptor and fails the End with ErrBadRegion.
+func (e *End) corrupt(format string, args ...any) {
+	e.bad.Add(1)
+	e.Fail(fmt.Errorf("shmlink: %s end: %s: %w", e.name, fmt.Sprintf(format, args...), ErrBadRegion))
+}
+
+// Stats returns the counters; any goroutine may call it.
+func (e *End) Stats() Stats {
+	return Stats{
+		FramesSent:     e.tx.sent.Load(),
+		BytesSent:      e.tx.sentBytes.Load(),
+		FramesReceived: e.rx.recv.Load(),
+		BytesReceived:  e.rx.recvBytes.Load(),
+		Wakeups:        e.tx.wakeups.Load(),
+		BadDescriptors: e.bad.Load(),
+		TxFull:         e.tx.full.Load(),
+	}
+}
+
+// free returns how many slots are free, at least n if that many are. It
+// reads the peer's consumer index only when the cache cannot satisfy n,
+// and checks it: it may only move forward, up to what was published. A bad
+// index fails the End and leaves no room.
+func (e *End) free(n uint32) uint32 {
+	t := &e.tx
+	room := t.cons + t.size - t.next
+	if room >= n {
+		return room
+	}
+	c := t.shared.cons.Load()
+	if c-t.cons > t.pub-t.cons {
+		e.corrupt("consumer index %d, was %d, published up to %d", c, t.cons, t.pub)
+		return 0
+	}
+	t.cons = c
+	return t.cons + t.size - t.next
+}
+
+// publish stores the producer index when frames were written since the
+// last publish, and rings the consumer's doorbell if it sleeps.
+func (e *End) publish() {
+	t := &e.tx
+	if t.next == t.pub {
+		return
+	}
+	t.shared.prod.Store(t.next)
+	t.pub = t.next
+	t.sent.Add(t.frames)
+	t.sentBytes.Add(t.bytes)
+	t.frames, t.bytes = 0, 0
+	// After the store: the consumer sets its flag, then reads prod.
+	if t.shared.sleep.Load() != 0 && t.shared.sleep.Swap(0) != 0 {
+		_, _ = unix.Write(t.peerFD, one[:])
+		t.wakeups.Add(1)
+	}
+}
+
+// Send copies frames into the ring and publishes them, together with any
+// frames queued by TxSubmit. It returns how many it took: fewer than
+// len(frames) when the ring is full (with a nil error), or up to a frame
+// longer than MaxFrame (with an error wrapping link.ErrFrameTooLarge). A
+// Send between TxBuf and TxSubmit reuses the slot TxBuf lent, and that
+// TxSubmit is then ignored.
+func (e *End) Send(frames [][]byte) (int, error) {
+	if err := e.err(); err != nil {
+		return 0, err
+	}
+	t := &e.tx
+	t.held = false
+	free := e.free(uint32(min(len(frames), int(t.size))))
+	if err := e.err(); err != nil {
+		return 0, err
+	}
+	var err error
+	k := 0
+	for ; k < len(frames) && uint32(k) < free; k++ {
+		f := frames[k]
+		if len(f) > int(t.slot) {
+			err = fmt.Errorf("shmlink: frame of %d bytes over %d: %w", len(f), t.slot, link.ErrFrameTooLarge)
+			break
+		}
+		i := t.next & t.mask
+		copy(t.buf(i), f)
+		t.lens[i] = uint32(len(f))
+		t.next++
+		t.frames++
+		t.bytes += uint64(len(f))
+	}
+	if err == nil && k < len(frames) {
+		t.full.Add(1)
+	}
+	e.publish()
+	return k, err
+}
+
+// TxBuf returns the next free slot, TxBufSize bytes long, to build a frame
+// in, or nil when the ring is full or the End failed. Called again before
+// TxSubmit, it returns the same slot.
+func (e *End) TxBuf() []byte {
+	t := &e.tx
+	if e.failed.Load() != nil {
+		return nil
+	}
+	if !t.held {
+		if e.free(1) == 0 {
+			t.full.Add(1)
+			return nil
+		}
+		t.held = true
+	}
+	return t.buf(t.next & t.mask)
+}
+
+// TxSubmit queues the frame built in the last TxBuf, n bytes long, for the
+// next Flush or Send; n <= 0 (or over TxBufSize) gives the slot back
+// unsent.
+func (e *End) TxSubmit(n int) {
+	t := &e.tx
+	if !t.held {
+		return
+	}
+	t.held = false
+	if n <= 0 || n > int(t.slot) || e.failed.Load() != nil {
+		return
+	}
+	t.lens[t.next&t.mask] = uint32(n)
+	t.next++
+	t.frames++
+	t.bytes += uint64(n)
+}
+
+// TxRoom is how many more frames TxBuf and TxSubmit can take now (at least
+// link.IdealBatch when that many slots are free; more may be).
+func (e *End) TxRoom() int {
+	if e.failed.Load() != nil {
+		return 0
+	}
+	return int(e.free(min(e.tx.size, link.IdealBatch)))
+}
+
+// TxBufSize is the length of the buffers TxBuf returns: the slot size.
+func (e *End) TxBufSize() int { return int(e.tx.slot) }
+
+// Flush publishes the frames queued by TxSubmit and wakes the peer if it
+// sleeps.
+func (e *End) Flush() error {
+	if err := e.err(); err != nil {
+		return err
+	}
+	e.publish()
+	return nil
+}
+
+// avail returns how many unread frames are ready, at most n, counting from
+// the private consumer index. It reads the peer's producer index only
+// when the cache holds fewer than n, and checks it: it may only move
+// forward, at most a ring ahead of the consumer. A bad index fails the
+// End and yields nothing.
+func (e *End) avail(n uint32) uint32 {
+	r := &e.rx
+	a := r.prod - r.next
+	if a < n {
+		p := r.shared.prod.Load()
+		d := p - r.next
+		if d > r.size || d < a {
+			e.corrupt("producer index %d, consumer at %d, was %d, %d slots", p, r.next, r.prod, r.size)
+			return 0
+		}
+		r.prod, a = p, d
+	}
+	return min(a, n)
+}
+
+// length returns the length of the frame in slot i (masked), or false,
+// failing the End, when it is larger than a slot.
+func (e *End) length(i uint32) (uint32, bool) {
+	r := &e.rx
+	n := atomic.LoadUint32(&r.lens[i]) // read once: the peer may rewrite it
+	if n > r.slot {
+		e.corrupt("frame length %d in slot %d, slots of %d", n, i, r.slot)
+		return 0, false
+	}
+	return n, true
+}
+
+// consumed hands n frames back to the producer.
+func (e *End) consumed(n uint32) {
+	r := &e.rx
+	r.next += n
+	r.shared.cons.Store(r.next)
+}
+
+// awake clears our sleeping flag if we set it, so that the producer does
+// not ring a doorbell nobody waits for.
+func (e *End) awake() {
+	if e.rx.armed {
+		e.rx.shared.sleep.Store(0)
+		e.rx.armed = false
+	}
+}
+
+// Recv copies up to min(len(bufs), len(sizes)) frames into
+// bufs[i][:cap(bufs[i])] and their lengths into sizes. It returns 0, nil
+// when nothing is waiting, and never blocks. A frame that does not fit its
+// buffer stays in the ring; Recv returns the frames before it and an error
+// wrapping link.ErrFrameTooLarge. It gives back frames still lent by
+// RecvZC first.
+func (e *End) Recv(bufs [][]byte, sizes []int) (int, error) {
+	if err := e.err(); err != nil {
+		return 0, err
+	}
+	e.ReleaseRx()
+	e.awake()
+	r := &e.rx
+	n := e.avail(uint32(min(len(bufs), len(sizes))))
+	var err error
+	k := uint32(0)
+	var bytes uint64
+	for ; k < n; k++ {
+		i := (r.next + k) & r.mask
+		l, ok := e.length(i)
+		if !ok {
+			return 0, e.err()
+		}
+		b := bufs[k][:cap(bufs[k])]
+		if int(l) > len(b) {
+			err = fmt.Errorf("shmlink: frame of %d bytes does not fit a %d-byte buffer: %w", l, len(b), link.ErrFrameTooLarge)
+			break
+		}
+		sizes[k] = copy(b, r.buf(i)[:l])
+		bytes += uint64(l)
+	}
+	if k > 0 {
+		e.consumed(k)
+		r.recv.Add(uint64(k))
+		r.recvBytes.Add(bytes)
+	}
+	if err == nil {
+		err = e.err()
+	}
+	return int(k), err
+}
+
+// RecvZC fills views with frames in place, in the ring's slots, and
+// returns how many; 0 when nothing is waiting or the End failed. The views
+// stay valid until ReleaseRx, which the next RecvZC or Recv calls
+// implicitly. On the daemon's end the application can still write to them.
+func (e *End) RecvZC(views [][]byte) int {
+	e.ReleaseRx()
+	if e.failed.Load() != nil {
+		return 0
+	}
+	e.awake()
+	r := &e.rx
+	n := e.avail(uint32(len(views)))
+	var bytes uint64
+	for k := uint32(0); k < n; k++ {
+		i := (r.next + k) & r.mask
+		l, ok := e.length(i)
+		if !ok {
+			clear(views[:k])
+			return 0
+		}
+		views[k] = r.buf(i)[:l:l]
+		bytes += uint64(l)
+	}
+	r.held = n
+	if n > 0 {
+		r.recv.Add(uint64(n))
+		r.recvBytes.Add(bytes)
+	}
+	return int(n)
+}
+
+// ReleaseRx gives the frames of the last RecvZC back to the producer.
+func (e *End) ReleaseRx() {
+	if h := e.rx.held; h != 0 {
+		e.rx.held = 0
+		if e.failed.Load() == nil {
+			e.consumed(h)
+		}
+	}
+}
+
+// PrepareWait readies the End for a poll(2) on FD by a caller that waits
+// on several descriptors at once: it reports true when frames are already
+// waiting (or the End failed: Recv tells why), and otherwise announces the
+// sleep to the producer, which will write the eventfd when it publishes.
+// It drains the eventfd first, so a doorbell rung for an earlier sleep does
+// not end this one. The timeout is returned unchanged.
+func (e *End) PrepareWait(timeout time.Duration) (bool, time.Duration) {
+	r := &e.rx
+	if e.failed.Load() != nil || r.prod-r.next > r.held {
+		return true, timeout
+	}
+	if e.avail(r.held+1) > r.held || e.failed.Load() != nil {
+		return true, timeout
+	}
+	_, _ = unix.Read(e.waitFD, r.drain[:])
+	r.shared.sleep.Store(1)
+	r.armed = true
+	// After the store: the producer stores prod, then reads the flag.
+	if e.avail(r.held+1) > r.held || e.failed.Load() != nil {
+		e.awake()
+		return true, timeout
+	}
+	return false, timeout
+}
+
+// Wait blocks until frames are waiting, the peer rings the doorbell, Fail
+// is called, or timeout passes (then it returns nil). It returns the
+// End's error once it failed.
+func (e *End) Wait(timeout time.Duration) error {
+	if err := e.err(); err != nil {
+		return err
+	}
+	if ready, _ := e.PrepareWait(timeout); ready {
+		return e.err()
+	}
+	r := &e.rx
+	r.ts = unix.NsecToTimespec(int64(max(timeout, 0)))
+	_, err := unix.Ppoll(r.pfd[:], &r.ts, nil)
+	if e.failed.Load() != nil {
+		return e.err() // the region may be closed
+	}
+	e.awake()
+	_, _ = unix.Read(e.waitFD, r.drain[:])
+	if err != nil && !errors.Is(err, unix.EINTR) {
+		return fmt.Errorf("shmlink: wait: %w", err)
+	}
+	return e.err()
+}

@@ -1,0 +1,216 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/softfabric/softfabric/dataplane/verbs"
+	"github.com/softfabric/softfabric/dataplane/wire"
+	"github.com/softfabric/softfabric/device"
+	"github.com/softfabric/softfabric/internal/netnstest"
+)
+
+// driveAll runs every device until done or the deadline.
+func driveAll(t *testing.T, ends []*end, d time.Duration, done func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for i := 0; !done(); i++ {
+		for _, e := range ends {
+			if _, err := e.d.Progress(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if i&1023 == 0 && time.Now().After(deadline) {
+			t.Fatalf("not done after %v", d)
+		}
+	}
+}
+
+// rcWriteFrame builds an RC RDMA write of 64 bytes of 0xee from e's
+// address to QPN destQPN at gid, for addr and rkey: a frame built by hand,
+// sent on the link without a queue pair behind it.
+func rcWriteFrame(t *testing.T, e *end, gid netip.Addr, destQPN uint32, addr uint64, rkey uint32) []byte {
+	t.Helper()
+	var pf wire.PathFields
+	if err := e.h.Do(func() (err error) {
+		pf, err = e.d.Path(context.Background(), gid, 0x1234, destQPN)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	path, err := wire.NewPath(pf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hl := path.HeaderLen()
+	info := wire.RCWriteOnly.Info()
+	f := make([]byte, hl+info.HeaderLen+64+wire.ICRCSize)
+	wire.BTH(f[hl:]).Encode(&wire.BTHFields{Opcode: wire.RCWriteOnly, PKey: 0xffff, DestQP: destQPN, AckReq: true, PSN: 0})
+	wire.RETH(f[hl+info.RETH:]).Encode(addr, rkey, 64)
+	for i := hl + info.HeaderLen; i < hl+info.HeaderLen+64; i++ {
+		f[i] = 0xee
+	}
+	path.Finish(f)
+	return f
+}
+
+// TestDaemonIsolation: four applications attached to two daemons (two on
+// each side) try to reach what is not theirs, locally and over the wire:
+//
+//   - a queue pair number another application holds cannot be taken;
+//   - RC frames an application builds by hand towards a queue pair it is
+//     not connected to (another application's peer) are dropped by its
+//     daemon, counted as denied, and never reach the peer;
+//   - an rkey of another application's memory, used through a queue pair
+//     connected to a third, gets the IBTA remote access error: memory
+//     regions belong to the application that registered them.
+func TestDaemonIsolation(t *testing.T) {
+	p := setup(t, netnstest.Options{}, false)
+	up(t, p.A, p.B)
+	a1, a2, b3, b4 := open(t, p.A), open(t, p.A), open(t, p.B), open(t, p.B)
+	ends := []*end{a1, a2, b3, b4}
+	q1, q3 := rcPair(t, a1, b3, verbs.NewRecvQueue(16), verbs.NewRecvQueue(16))
+
+	// A QPN belongs to one application.
+	if _, err := a2.d.NewRC(device.QPConfig{QPN: q1.QPN(), SendCQ: a2.scq, RecvCQ: a2.rcq, RQ: verbs.NewRecvQueue(16)}, all); !errors.Is(err, device.ErrQPNInUse) {
+		t.Fatalf("a second application took QPN %d of the first: %v", q1.QPN(), err)
+	}
+
+	// The legitimate path works: app 1 writes into app 3's memory.
+	b3.buf.Bytes()[0] = 0
+	fill(a1.buf.Bytes()[:64], 1)
+	wr := verbs.SendWR{Op: verbs.OpWrite, Flags: verbs.Signaled, SGL: sge(a1.buf, 0, 64), RemoteAddr: b3.buf.Addr(), RKey: b3.buf.RKey(), ID: 1}
+	if err := q1.PostSend(&wr); err != nil {
+		t.Fatal(err)
+	}
+	if c := pollAll(t, ends, a1.scq, 1); c[0].Status != verbs.Success {
+		t.Fatalf("app 1's write: %v", c[0].Status)
+	}
+
+	// App 2 speaks for app 1's connection: its daemon drops the frames.
+	before := q3.Stats().RxPackets
+	mark := b3.buf.Bytes()[128]
+	f := rcWriteFrame(t, a2, b3.gid(), q3.QPN(), b3.buf.Addr()+128, b3.buf.RKey())
+	for range 10 {
+		if n, err := a2.d.Link().Send([][]byte{f}); n != 1 || err != nil {
+			t.Fatalf("sending on app 2's link: %d, %v", n, err)
+		}
+	}
+	deadline := time.Now().Add(time.Second)
+	var denied uint64
+	for denied < 10 && time.Now().Before(deadline) {
+		driveAll(t, ends, time.Second, func() bool { return true })
+		denied = appsDenied(t, p.A)
+	}
+	if denied < 10 {
+		t.Fatalf("A's daemon denied %d of app 2's 10 spoofed frames", denied)
+	}
+	driveAll(t, ends, 2*time.Second, func() bool { return time.Now().After(deadline) })
+	if got := q3.Stats().RxPackets; got != before || b3.buf.Bytes()[128] != mark {
+		t.Fatalf("app 3's queue pair received %d packets from app 2's spoofed frames", got-before)
+	}
+
+	// A leaked rkey of app 4 is worth nothing through app 3's queue pair.
+	b4.buf.Bytes()[0] = 0x5a
+	wr = verbs.SendWR{Op: verbs.OpWrite, Flags: verbs.Signaled, SGL: sge(a1.buf, 0, 64), RemoteAddr: b4.buf.Addr(), RKey: b4.buf.RKey(), ID: 2}
+	if err := q1.PostSend(&wr); err != nil {
+		t.Fatal(err)
+	}
+	if c := pollAll(t, ends, a1.scq, 1); c[0].Status != verbs.RemAccessErr {
+		t.Fatalf("write with another application's rkey: %v, want %v", c[0].Status, verbs.RemAccessErr)
+	}
+	if b4.buf.Bytes()[0] != 0x5a {
+		t.Fatal("app 4's memory changed")
+	}
+}
+
+func pollAll(t *testing.T, ends []*end, cq *verbs.CQ, n int) []verbs.Completion {
+	t.Helper()
+	out := make([]verbs.Completion, 0, n)
+	buf := make([]verbs.Completion, 64)
+	driveAll(t, ends, 20*time.Second, func() bool {
+		k := cq.Poll(buf[:min(len(buf), n-len(out))])
+		out = append(out, buf[:k]...)
+		return len(out) >= n
+	})
+	return out
+}
+
+// appsDenied sums the frames h's daemon refused from its applications.
+func appsDenied(t *testing.T, h *netnstest.Host) uint64 {
+	t.Helper()
+	var st []struct {
+		Daemon struct {
+			Apps []struct {
+				Denied uint64 `json:"denied"`
+			} `json:"apps"`
+		} `json:"daemon"`
+	}
+	if err := json.Unmarshal([]byte(mustSF(t, h, "status", h.Iface, "--json")), &st); err != nil || len(st) != 1 {
+		t.Fatalf("status: %v", err)
+	}
+	var n uint64
+	for _, a := range st[0].Daemon.Apps {
+		n += a.Denied
+	}
+	return n
+}
+
+// TestDaemonUsers: a user who is not root gets a clear refusal from the
+// daemon; started with --group, the daemon admits the group's members.
+func TestDaemonUsers(t *testing.T) {
+	p := setup(t, netnstest.Options{}, false)
+	// The binary where user nobody can run it.
+	dir, err := os.MkdirTemp("", "softfabric-users")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	bin := filepath.Join(dir, "softfabric")
+	b, err := os.ReadFile(sfBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	asNobody := func(args ...string) result {
+		cmd := p.A.Command(bin, args...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			code = -1
+		}
+		return result{out.String(), errb.String(), code}
+	}
+	up(t, p.A)
+	r := asNobody("perf", "write", "--iface", "eth0", "--timeout", "2s", p.B.Addr.Addr().String())
+	if r.code != 1 || !strings.Contains(r.err, "not allowed to use this softfabric daemon: user nobody is not root") || strings.Count(strings.TrimSpace(r.err), "\n") != 0 {
+		t.Fatalf("perf as nobody: %+v", r)
+	}
+	mustSF(t, p.A, "down", "eth0")
+	upWith(t, []string{"--group", "nogroup"}, p.A)
+	// Admitted: it gets as far as the peer, which serves nothing.
+	r = asNobody("perf", "write", "--iface", "eth0", "--timeout", "2s", p.B.Addr.Addr().String())
+	if r.code != 1 || strings.Contains(r.err, "not allowed") || !strings.Contains(r.err, "connect") {
+		t.Fatalf("perf as nobody, member of the daemon's group: %+v", r)
+	}
+}
