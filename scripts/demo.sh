@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The softfabric demo: two network namespaces joined by a veth pair,
-# `softfabric up` in each, an RC ping-pong, an RDMA write bandwidth run next
-# to the raw AF_XDP and UDP socket baselines, then `softfabric down` and
-# clean-up. Needs root. Addresses: 198.18.0.1 and 198.18.0.2 (RFC 2544
+# `softfabric up` in each (a daemon that owns the device), an RC ping-pong,
+# two applications sharing each device at once, an RDMA write bandwidth run
+# in process next to the raw AF_XDP and UDP socket baselines, then
+# `softfabric down` and clean-up. Needs root. Addresses: 198.18.0.1 and 198.18.0.2 (RFC 2544
 # benchmarking range), inside namespaces this script creates and removes.
 set -euo pipefail
 
@@ -38,7 +39,7 @@ done
 ip -n $a addr add 198.18.0.1/24 dev eth0
 ip -n $b addr add 198.18.0.2/24 dev eth0
 
-step "softfabric up eth0 (in both)"
+step "softfabric up eth0 (in both): the classifier, and a daemon that owns the device"
 ip netns exec $a "$bin" up eth0
 ip netns exec $b "$bin" up eth0
 ip netns exec $b "$bin" status eth0
@@ -52,20 +53,32 @@ sleep 0.5
 ip netns exec $a "$bin" pingpong --iface eth0 198.18.0.2
 wait
 
-step "RDMA write bandwidth, 64 KiB, next to raw AF_XDP and a UDP socket"
+step "two applications on each device at once: RDMA write bandwidth (64 KiB) and RC send latency (64 B)"
+ip netns exec $b "$bin" perf write --iface eth0 --port 18515 >/dev/null &
+srv1=$!
+ip netns exec $b "$bin" perf send --iface eth0 --port 18600 >/dev/null &
+srv2=$!
+sleep 0.5
+ip netns exec $a "$bin" perf write --iface eth0 --port 18515 --size 65536 --iters 4000 198.18.0.2 >/tmp/sfdemo-write.$$ 2>&1 &
+cli1=$!
+ip netns exec $a "$bin" perf send --iface eth0 --port 18600 --size 64 --lat --iters 4000 198.18.0.2 >/tmp/sfdemo-send.$$ 2>&1 &
+cli2=$!
+sleep 0.3
+echo "-- the daemon in $b while both run:"
+ip netns exec $b "$bin" status eth0 | grep -E "contexts|daemon|worker|app\["
+wait $cli1 $cli2 $srv1 $srv2
+cat /tmp/sfdemo-write.$$ /tmp/sfdemo-send.$$
+rm -f /tmp/sfdemo-write.$$ /tmp/sfdemo-send.$$
+
+step "classifier counters and the daemon's in $b"
+ip netns exec $b "$bin" stats eth0
+
+step "in process (up --no-daemon): RDMA write bandwidth, 64 KiB, next to raw AF_XDP and a UDP socket"
+for ns in $a $b; do ip netns exec $ns "$bin" down eth0 >/dev/null; ip netns exec $ns "$bin" up eth0 --no-daemon; done
 ip netns exec $b "$bin" perf write --iface eth0 >/dev/null &
 sleep 0.5
 ip netns exec $a "$bin" perf write --iface eth0 --size 65536 --iters 2000 --compare 198.18.0.2
 wait
-
-step "RC send latency, 64 B"
-ip netns exec $b "$bin" perf send --iface eth0 >/dev/null &
-sleep 0.5
-ip netns exec $a "$bin" perf send --iface eth0 --size 64 --lat --iters 2000 198.18.0.2
-wait
-
-step "classifier counters in $b"
-ip netns exec $b "$bin" stats eth0
 
 step "softfabric down eth0 (in both): nothing left attached"
 ip netns exec $a "$bin" down eth0
