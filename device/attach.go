@@ -102,7 +102,30 @@ func Attach(iface string, o OpenOptions) (*Device, error) {
 		Pace: engine.Backoff{Spin: 64, Yield: 64}})
 	d.closers = append(d.closers, cl.close)
 	go cl.read()
+	go cl.report(d)
 	return d, nil
+}
+
+// reportEvery is how often an attached device reports its transport
+// counters to the daemon.
+const reportEvery = time.Second
+
+// report sends the device's transport counters to the daemon every
+// second, until the device closes or the daemon is gone.
+func (cl *client) report(d *Device) {
+	t := time.NewTicker(reportEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-cl.gone:
+			return
+		case <-t.C:
+		}
+		st := d.TransportStats()
+		if err := cl.call(daemonapi.Request{Op: daemonapi.OpReport, Transport: &st}); err != nil {
+			return
+		}
+	}
 }
 
 func closeFDs(fds []int) {

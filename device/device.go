@@ -32,6 +32,7 @@ import (
 	"net/netip"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/softfabric/softfabric/dataplane/engine"
@@ -95,6 +96,8 @@ type Device struct {
 	qps      map[uint32]engine.QP
 	closers  []func() error
 	sleepers []*sleeper
+	tallies  []tally // by worker
+	overruns atomic.Pointer[func() uint64]
 }
 
 // New returns a device over l, with one worker.
@@ -106,7 +109,8 @@ func NewWorkers(links []link.Link, o Options) *Device {
 	if o.MaxRegions == 0 {
 		o.MaxRegions = 4096
 	}
-	d := &Device{opts: o, links: links, group: engine.NewGroup(links, 0), mrs: mr.NewTable(o.MaxRegions), epoch: time.Now(), qps: map[uint32]engine.QP{}}
+	d := &Device{opts: o, links: links, group: engine.NewGroup(links, 0), mrs: mr.NewTable(o.MaxRegions), epoch: time.Now(), qps: map[uint32]engine.QP{},
+		tallies: make([]tally, len(links))}
 	d.group.SetPace(o.Pace)
 	d.setSleepers()
 	return d
@@ -200,7 +204,11 @@ func (d *Device) SleepWorker(w int, timeout time.Duration) { d.group.Node(w).Sle
 func (d *Device) Wake(w int) { d.group.Node(w).Wake() }
 
 // ProgressWorker runs one pass of worker w on the calling goroutine.
-func (d *Device) ProgressWorker(w int) (bool, error) { return d.group.Node(w).Poll(d.Now()) }
+func (d *Device) ProgressWorker(w int) (bool, error) {
+	now := d.Now()
+	d.tallyWorker(w, now)
+	return d.group.Node(w).Poll(now)
+}
 
 // Run drives every worker on the calling goroutine until ctx ends or hook
 // fails: the engine on a locked thread (pinned to the first of
@@ -238,7 +246,22 @@ func (d *Device) RunWorkers(ctx context.Context, hooks []func() (bool, error)) e
 	if len(d.opts.CPUs) > 0 {
 		pin = func(w int) error { return pinThread(d.opts.CPUs[w%len(d.opts.CPUs)]) }
 	}
-	return d.group.RunEach(ctx, d.Now, hooks, pin)
+	// Each worker publishes its queue pairs' counters between passes.
+	wrapped := make([]func() (bool, error), d.group.Len())
+	for w := range wrapped {
+		var h func() (bool, error)
+		if w < len(hooks) {
+			h = hooks[w]
+		}
+		wrapped[w] = func() (bool, error) {
+			d.tallyWorker(w, d.Now())
+			if h == nil {
+				return false, nil
+			}
+			return h()
+		}
+	}
+	return d.group.RunEach(ctx, d.Now, wrapped, pin)
 }
 
 // OnClose adds f to what Close releases (after the queue pairs, in
@@ -340,6 +363,7 @@ func (d *Device) Destroy(q engine.QP) {
 	}
 	delete(d.qps, q.QPN())
 	d.qpMu.Unlock()
+	d.retire(d.group.Owner(q.QPN()), q)
 	d.group.Detach(q)
 	if d.opts.Registrar != nil {
 		_ = d.opts.Registrar.DeleteQP(q.QPN())

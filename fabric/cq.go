@@ -133,6 +133,7 @@ func (q *CQ) push(w int, c *Completion) {
 	t := r.tail.Load()
 	if t-r.head.Load() >= uint64(len(r.buf)) {
 		q.overruns.Add(1)
+		q.d.overruns.Add(1)
 		return
 	}
 	r.buf[t&r.mask] = *c

@@ -33,6 +33,9 @@ type Domain struct {
 
 	// gone is set once the device failed under the domain (ErrDeviceGone).
 	gone atomic.Pointer[error]
+	// overruns counts completions lost on full CQs, for the device's
+	// transport statistics.
+	overruns atomic.Uint64
 }
 
 // worker is the fabric's side of a device worker: the endpoints it
@@ -84,6 +87,7 @@ func (f *Fabric) Domain(info *Info) (*Domain, error) {
 		d.info.Domain.Progress = ProgressAuto
 	}
 	d.info.Domain.Queues = dev.Workers()
+	dev.SetOverruns(d.overruns.Load)
 	for i := 0; i < dev.Workers(); i++ {
 		w := &worker{d: d, id: i}
 		w.eps.Store(&[]servicer{})

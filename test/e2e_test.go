@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -479,4 +481,84 @@ func daemonApps(t *testing.T, h *netnstest.Host) int {
 		t.Fatalf("status: %v", err)
 	}
 	return len(st[0].Daemon.Apps)
+}
+
+// TestDaemonMetrics: `up --metrics ADDR` serves Prometheus metrics: the
+// classifier's verdicts, the workers' frames, and each application's
+// frames and the transport counters it reports.
+func TestDaemonMetrics(t *testing.T) {
+	p := setup(t, netnstest.Options{}, false)
+	up(t, p.A)
+	addr := net.JoinHostPort(p.B.Addr.Addr().String(), "9435")
+	upWith(t, []string{"--metrics", addr}, p.B)
+	srv := p.B.Command(sfBin, "perf", "write", "--iface", p.B.Iface, "--json", "--timeout", "60s")
+	serr := &syncBuffer{}
+	srv.Stderr = serr
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(serr.String(), "waiting") && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	mustSF(t, p.A, "perf", "write", "--iface", p.A.Iface, "--size", "1024", "--iters", "3000", "--json", "--timeout", "60s", p.B.Addr.Addr().String())
+	scrape := func() string {
+		t.Helper()
+		var body []byte
+		if err := p.B.Do(func() error {
+			c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+			if _, err := io.WriteString(c, "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n"); err != nil {
+				return err
+			}
+			body, err = io.ReadAll(c)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return string(body)
+	}
+	value := func(text, prefix string) float64 {
+		for _, l := range strings.Split(text, "\n") {
+			if strings.HasPrefix(l, prefix) {
+				f := strings.Fields(l)
+				v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+				return v
+			}
+		}
+		return -1
+	}
+	text := scrape()
+	for _, m := range []string{`softfabric_classifier_frames_total{iface="eth0",verdict="redirected"}`, `softfabric_worker_rx_frames_total{iface="eth0",queue="0"}`} {
+		if v := value(text, m); v < 3000 {
+			t.Errorf("%s = %v after 3000 writes\n%s", m, v, text)
+		}
+	}
+	if v := value(text, `softfabric_worker_tx_frames_total{iface="eth0",queue="0"}`); v < 1 {
+		t.Errorf("no acknowledgement sent for 3000 writes:\n%s", text)
+	}
+	// The server is still attached until it exits: its frames, and the
+	// transport counters it reports every second.
+	if v := value(text, `softfabric_applications{iface="eth0"}`); v < 0 {
+		t.Errorf("no softfabric_applications:\n%s", text)
+	}
+	_ = srv.Wait()
+	srv = p.B.Command(sfBin, "perf", "write", "--iface", p.B.Iface, "--timeout", "60s")
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for !strings.Contains(text, `softfabric_application_transport_total{`) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		text = scrape()
+	}
+	for _, m := range []string{`softfabric_applications{iface="eth0"} 1`, `softfabric_application_transport_total{`, `counter="retransmits"`, `softfabric_application_frames_total{`} {
+		if !strings.Contains(text, m) {
+			t.Errorf("no %s with an application attached:\n%s", m, text)
+		}
+	}
 }

@@ -26,9 +26,10 @@ func init() {
 }
 
 type daemonOpts struct {
-	queues int
-	cpus   string
-	group  string
+	queues  int
+	cpus    string
+	group   string
+	metrics string
 }
 
 func daemonFlags() *flag.FlagSet { return daemonFlagSet(new(daemonOpts)) }
@@ -38,6 +39,7 @@ func daemonFlagSet(o *daemonOpts) *flag.FlagSet {
 	fs.IntVar(&o.queues, "queues", 0, "serve at most this many queues (default: what up recorded)")
 	fs.StringVar(&o.cpus, "cpus", "", "pin the workers to these CPUs (e.g. 2-5,8)")
 	fs.StringVar(&o.group, "group", "", "let members of this group attach besides root")
+	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9435), at /metrics")
 	return fs
 }
 
@@ -67,7 +69,7 @@ func cmdDaemon(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	logger := log.New(stderr, "softfabric daemon: ", log.LstdFlags)
-	return daemon.Run(ctx, daemon.Config{Iface: iface, Queues: o.queues, CPUs: cpus, Group: o.group, Logf: logger.Printf},
+	return daemon.Run(ctx, daemon.Config{Iface: iface, Queues: o.queues, CPUs: cpus, Group: o.group, Metrics: o.metrics, Logf: logger.Printf},
 		func(d *daemon.Daemon) {
 			logger.Printf("serving %s (pid %d, socket %s)", iface, os.Getpid(), daemonapi.SocketPath(d.RunDir()))
 		})
@@ -89,6 +91,9 @@ func startDaemon(iface, runDir string, o daemonOpts) (int, error) {
 	}
 	if o.group != "" {
 		args = append(args, "--group", o.group)
+	}
+	if o.metrics != "" {
+		args = append(args, "--metrics", o.metrics)
 	}
 	logPath := filepath.Join(runDir, daemonLog)
 	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)

@@ -38,6 +38,7 @@ func upFlagSet(o *upOpts) *flag.FlagSet {
 	fs.BoolVar(&o.noDaemon, "no-daemon", false, "start no daemon: the first application to open the device owns it (one at a time)")
 	fs.StringVar(&o.daemon.cpus, "cpus", "", "pin the daemon's workers to these CPUs (e.g. 2-5,8)")
 	fs.StringVar(&o.daemon.group, "group", "", "let members of this group attach to the daemon besides root")
+	fs.StringVar(&o.daemon.metrics, "metrics", "", "the daemon serves Prometheus metrics on this address (e.g. 127.0.0.1:9435), at /metrics")
 	return fs
 }
 

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/softfabric/softfabric/ctrl/daemonapi"
 	"github.com/softfabric/softfabric/dataplane/link/shmlink"
 )
 
@@ -30,6 +31,8 @@ type app struct {
 
 	st  []appCounters // by queue, each written by its worker
 	bad atomic.Bool   // a worker found its rings corrupt
+
+	transport atomic.Pointer[daemonapi.Transport] // its last report
 }
 
 type peerKey struct {

@@ -73,6 +73,9 @@ type Config struct {
 	Group string
 	// Slots and SlotSize size each application's rings (0: defaults).
 	Slots, SlotSize int
+	// Metrics, if set, is the address to serve Prometheus metrics on
+	// (/metrics).
+	Metrics string
 	// Logf, if set, reports attachments and detachments.
 	Logf func(format string, args ...any)
 }
@@ -184,6 +187,12 @@ func Start(cfg Config) (_ *Daemon, err error) {
 	d.wg.Add(2)
 	go func() { defer d.wg.Done(); d.accept() }()
 	go func() { defer d.wg.Done(); d.housekeep() }()
+	if cfg.Metrics != "" {
+		if err := d.ServeMetrics(cfg.Metrics); err != nil {
+			_ = d.Close()
+			return nil, err
+		}
+	}
 	return d, nil
 }
 
@@ -419,6 +428,12 @@ func (d *Daemon) serve(c *net.UnixConn) {
 				fds := r.FDs()
 				out = append(out, fds[:]...)
 			}
+		case daemonapi.OpReport:
+			if a == nil || req.Transport == nil {
+				rep = daemonapi.Fail(fmt.Errorf("%w: report before attach, or empty", daemonapi.ErrInvalid))
+				break
+			}
+			a.transport.Store(req.Transport)
 		case daemonapi.OpSetQP, daemonapi.OpDeleteQP, daemonapi.OpConnect:
 			if a == nil {
 				rep = daemonapi.Fail(fmt.Errorf("%w: %s before attach", daemonapi.ErrInvalid, req.Op))
@@ -562,7 +577,8 @@ func (d *Daemon) stats() *daemonapi.Stats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, a := range *d.apps.Load() {
-		as := daemonapi.AppStats{ID: a.id, PID: a.pid, UID: a.uid, Name: a.name, Since: a.since, Conns: len(*a.peers.Load())}
+		as := daemonapi.AppStats{ID: a.id, PID: a.pid, UID: a.uid, Name: a.name, Since: a.since, Conns: len(*a.peers.Load()),
+			Transport: a.transport.Load()}
 		for q := range a.qps {
 			as.QPs = append(as.QPs, q)
 		}

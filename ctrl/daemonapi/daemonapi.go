@@ -44,6 +44,7 @@ const (
 	OpDeleteQP = "delete_qp"
 	OpConnect  = "connect"
 	OpStats    = "stats"
+	OpReport   = "report"
 )
 
 // Request is a message from an application.
@@ -57,6 +58,23 @@ type Request struct {
 	// Connect: the RC peer QPN's GID and number.
 	Peer    netip.Addr `json:"peer,omitzero"`
 	DestQPN uint32     `json:"dest_qpn,omitempty"`
+	// Report: the application's transport counters, sent every second.
+	Transport *Transport `json:"transport,omitempty"`
+}
+
+// Transport are an application's transport counters, summed over its queue
+// pairs (those destroyed included), as it reports them: the daemon cannot
+// see inside the transport, which runs in the application.
+type Transport struct {
+	Retransmits uint64 `json:"retransmits"`
+	Timeouts    uint64 `json:"timeouts"`
+	SeqNAKsSent uint64 `json:"seq_naks_sent"`
+	SeqNAKsRcvd uint64 `json:"seq_naks_rcvd"`
+	RNRNAKsSent uint64 `json:"rnr_naks_sent"`
+	RNRNAKsRcvd uint64 `json:"rnr_naks_rcvd"`
+	ErrNAKsSent uint64 `json:"err_naks_sent"`
+	ErrNAKsRcvd uint64 `json:"err_naks_rcvd"`
+	CQOverruns  uint64 `json:"cq_overruns"`
 }
 
 // Error codes in Reply.Code, matched by the errors below.
@@ -165,6 +183,8 @@ type AppStats struct {
 	TxFrames uint64    `json:"tx_frames"` // sent for it
 	Denied   uint64    `json:"denied"`    // frames it sent that it may not send
 	Dropped  uint64    `json:"dropped"`   // frames for it dropped on its full ring
+	// Transport is what it last reported (nil before its first report).
+	Transport *Transport `json:"transport,omitempty"`
 }
 
 // maxMessage bounds a message; stats of many applications fit.

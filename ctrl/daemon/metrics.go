@@ -1,0 +1,129 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/softfabric/softfabric/ctrl/daemonapi"
+)
+
+// collector exports the daemon's counters to Prometheus, read at each
+// scrape: the classifier's verdicts, each worker's frames, and each
+// application's frames and the transport counters it reports.
+type collector struct{ d *Daemon }
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc("softfabric_"+name, help, labels, nil)
+}
+
+var (
+	descVerdicts   = desc("classifier_frames_total", "Frames the XDP classifier judged, by verdict.", "iface", "verdict")
+	descWorkerRx   = desc("worker_rx_frames_total", "Frames a daemon worker took from its queue's AF_XDP socket.", "iface", "queue")
+	descWorkerTx   = desc("worker_tx_frames_total", "Frames a daemon worker sent on its queue's AF_XDP socket.", "iface", "queue")
+	descWorkerDrop = desc("worker_dropped_frames_total", "Frames a daemon worker dropped, by reason.", "iface", "queue", "reason")
+	descWorkerIdle = desc("worker_sleeps_total", "Times a daemon worker slept idle.", "iface", "queue")
+	descApps       = desc("applications", "Applications attached to the daemon.", "iface")
+	descAppQPs     = desc("application_qps", "Queue pair numbers an application holds.", "iface", "app", "pid", "name")
+	descAppFrames  = desc("application_frames_total", "Frames delivered to (rx) and sent for (tx) an application.", "iface", "app", "pid", "name", "direction")
+	descAppDrop    = desc("application_dropped_frames_total", "Frames of an application dropped: denied (it may not send them) or ring_full (for it, its ring full).", "iface", "app", "pid", "name", "reason")
+	descTransport  = desc("application_transport_total", "Transport counters an application reports (retransmits, timeouts, NAKs sent and received by kind, CQ overruns).", "iface", "app", "pid", "name", "counter")
+)
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descVerdicts, descWorkerRx, descWorkerTx, descWorkerDrop, descWorkerIdle, descApps, descAppQPs, descAppFrames, descAppDrop, descTransport} {
+		ch <- d
+	}
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	d := c.d
+	iface := d.q.Dev.Name
+	counter := func(desc *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), labels...)
+	}
+	if v, err := d.q.Classifier.Counters(); err == nil {
+		for _, x := range []struct {
+			name string
+			v    uint64
+		}{{"redirected", v.Redirected}, {"passed", v.Passed}, {"bad_version", v.BadVersion}, {"bad_pkey", v.BadPKey},
+			{"unknown_qpn", v.UnknownQPN}, {"short", v.Short}, {"no_socket", v.NoSocket}, {"rule_drop", v.RuleDrop}} {
+			counter(descVerdicts, x.v, iface, x.name)
+		}
+	}
+	st := d.stats()
+	for _, w := range st.Workers {
+		q := strconv.Itoa(w.Queue)
+		counter(descWorkerRx, w.RxFrames, iface, q)
+		counter(descWorkerTx, w.TxFrames, iface, q)
+		counter(descWorkerDrop, w.Unknown, iface, q, "unknown_qpn")
+		counter(descWorkerDrop, w.Malformed, iface, q, "malformed")
+		counter(descWorkerDrop, w.RingFulls, iface, q, "ring_full")
+		counter(descWorkerIdle, w.Sleeps, iface, q)
+	}
+	ch <- prometheus.MustNewConstMetric(descApps, prometheus.GaugeValue, float64(len(st.Apps)), iface)
+	for _, a := range st.Apps {
+		l := []string{iface, strconv.FormatUint(uint64(a.ID), 10), strconv.Itoa(a.PID), a.Name}
+		ch <- prometheus.MustNewConstMetric(descAppQPs, prometheus.GaugeValue, float64(len(a.QPs)), l...)
+		counter(descAppFrames, a.RxFrames, append(l, "rx")...)
+		counter(descAppFrames, a.TxFrames, append(l, "tx")...)
+		counter(descAppDrop, a.Denied, append(l, "denied")...)
+		counter(descAppDrop, a.Dropped, append(l, "ring_full")...)
+		if t := a.Transport; t != nil {
+			for _, x := range transportCounters(t) {
+				counter(descTransport, x.v, append(l, x.name)...)
+			}
+		}
+	}
+}
+
+type named struct {
+	name string
+	v    uint64
+}
+
+func transportCounters(t *daemonapi.Transport) []named {
+	return []named{{"retransmits", t.Retransmits}, {"timeouts", t.Timeouts},
+		{"seq_naks_sent", t.SeqNAKsSent}, {"seq_naks_rcvd", t.SeqNAKsRcvd}, {"rnr_naks_sent", t.RNRNAKsSent},
+		{"rnr_naks_rcvd", t.RNRNAKsRcvd}, {"err_naks_sent", t.ErrNAKsSent}, {"err_naks_rcvd", t.ErrNAKsRcvd},
+		{"cq_overruns", t.CQOverruns}}
+}
+
+// ServeMetrics serves the daemon's metrics on addr (/metrics) until the
+// daemon stops. It returns once it listens.
+func (d *Daemon) ServeMetrics(addr string) error {
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(collector{d}); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("daemon: metrics: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	d.wg.Add(2)
+	go func() {
+		defer d.wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			d.logf("metrics: %v", err)
+		}
+	}()
+	go func() {
+		defer d.wg.Done()
+		<-d.ctx.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}()
+	d.logf("metrics on http://%s/metrics", ln.Addr())
+	return nil
+}
