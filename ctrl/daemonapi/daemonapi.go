@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"path/filepath"
@@ -212,6 +213,9 @@ func Read(c *net.UnixConn, v any) ([]int, error) {
 	buf := make([]byte, maxMessage)
 	oob := make([]byte, unix.CmsgSpace(4*64))
 	n, oobn, flags, _, err := c.ReadMsgUnix(buf, oob)
+	if errors.Is(err, io.EOF) {
+		return nil, errEOF
+	}
 	if err != nil {
 		return nil, err
 	}
