@@ -42,6 +42,11 @@ bench-e2e: build
 # 4Q queue pairs next to raw AF_XDP on the same Q, for Q = 1, 2, 4, ... up
 # to half the CPUs. SCALE_QUEUES=1,2,4, SCALE_DURATION=3s and SCALE_REPEAT=3
 # (the median of 3 runs) override.
+# In process against through the daemon, side by side (make bench-e2e runs it too).
+bench-daemon: build
+	SOFTFABRIC_BIN=$(CURDIR)/bin/softfabric SOFTFABRIC_SCALE_DURATION=$(SCALE_DURATION) SOFTFABRIC_SCALE_REPEAT=$(SCALE_REPEAT) \
+		$(GO) test -count=1 -run '^$$' -bench '^BenchmarkDaemon$$' -benchtime 1x -timeout 30m ./test/scale
+
 bench-scale: build
 	SOFTFABRIC_BIN=$(CURDIR)/bin/softfabric SOFTFABRIC_SCALE_QUEUES=$(SCALE_QUEUES) SOFTFABRIC_SCALE_DURATION=$(SCALE_DURATION) SOFTFABRIC_SCALE_REPEAT=$(SCALE_REPEAT) \
 		$(GO) test -count=1 -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 30m ./test/scale
