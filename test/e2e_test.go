@@ -450,6 +450,9 @@ func TestTwoPerfPairs(t *testing.T) {
 	if n := daemonApps(t, p.B); n != 2 {
 		t.Fatalf("B's daemon serves %d applications, want the 2 servers", n)
 	}
+	if r := sf(p.B, "down", p.B.Iface); r.code != 1 || !strings.Contains(r.err, "in use by 2 application(s)") {
+		t.Fatalf("down with two applications attached: %+v", r)
+	}
 	var wg sync.WaitGroup
 	results := make([]result, len(ports))
 	for i, port := range ports {

@@ -176,3 +176,27 @@ func stopDaemon(runDir string) error {
 	time.Sleep(100 * time.Millisecond)
 	return nil
 }
+
+// daemonIdle waits up to a second for the daemon of runDir to serve no
+// application (one that just exited is released within milliseconds),
+// and says which still use it otherwise.
+func daemonIdle(runDir, iface string) error {
+	if _, alive := daemonPID(runDir); !alive {
+		return nil
+	}
+	deadline := time.Now().Add(time.Second)
+	for {
+		st, err := daemon.Query(runDir)
+		if err != nil || len(st.Apps) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			var who []string
+			for _, a := range st.Apps {
+				who = append(who, fmt.Sprintf("%s pid %d", a.Name, a.PID))
+			}
+			return fmt.Errorf("%s is in use by %d application(s) (%s): stop them first, or 'softfabric down %s --force'", iface, len(st.Apps), strings.Join(who, ", "), iface)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -206,10 +206,17 @@ func tooFewQueues(dev *ctrl.Device, n int) error {
 	}
 }
 
-func downFlags() *flag.FlagSet { return flag.NewFlagSet("down", flag.ContinueOnError) }
+func downFlags() *flag.FlagSet { return downFlagSet(new(bool)) }
+
+func downFlagSet(force *bool) *flag.FlagSet {
+	fs := flag.NewFlagSet("down", flag.ContinueOnError)
+	fs.BoolVar(force, "force", false, "stop the daemon even while applications use the device (they see it gone)")
+	return fs
+}
 
 func cmdDown(args []string, stdout, _ io.Writer) error {
-	pos, err := parse(downFlags(), args)
+	var force bool
+	pos, err := parse(downFlagSet(&force), args)
 	if err != nil {
 		return err
 	}
@@ -233,8 +240,14 @@ func cmdDown(args []string, stdout, _ io.Writer) error {
 	if _, pinErr := os.Stat(pinDir); errors.Is(stErr, fs.ErrNotExist) && errors.Is(pinErr, fs.ErrNotExist) {
 		return fmt.Errorf("%s is not up", iface)
 	}
-	// Stop the daemon, then refuse while another process owns the
-	// device's queues.
+	// Refuse while applications use the daemon (as a kernel refuses to
+	// unload a driver in use), then stop it; then refuse while another
+	// process owns the device's queues.
+	if !force {
+		if err := daemonIdle(runDir, iface); err != nil {
+			return err
+		}
+	}
 	if err := stopDaemon(runDir); err != nil {
 		return err
 	}
