@@ -27,8 +27,10 @@ ip link add name eth0 netns $a type veth peer name eth0 netns $b
 for ns in $a $b; do ip -n $ns link set dev lo up; ip -n $ns link set dev eth0 up; done
 ip -n $a addr add 198.18.0.1/24 dev eth0
 ip -n $b addr add 198.18.0.2/24 dev eth0
-ip netns exec $a "$bin" up eth0 --mode "$mode" >/dev/null
-ip netns exec $b "$bin" up eth0 --mode "$mode" >/dev/null
+# In process: the raw AF_XDP baselines need the device's sockets (the
+# daemon's cost is measured below, side by side).
+ip netns exec $a "$bin" up eth0 --mode "$mode" --no-daemon >/dev/null
+ip netns exec $b "$bin" up eth0 --mode "$mode" --no-daemon >/dev/null
 xdp=$(ip netns exec $b "$bin" status eth0 --json | grep -o '"xdp": "[a-z]*"' | cut -d'"' -f4)
 
 tmp=$(mktemp)
@@ -68,4 +70,20 @@ run write --size 64 --lat --iters 20000
 rm -f "$tmp"
 ip netns exec $a "$bin" down eth0 >/dev/null
 ip netns exec $b "$bin" down eth0 >/dev/null
+
+# Through the daemon against in process, the two alternating on the same
+# namespaces (test/scale BenchmarkDaemon, as make bench-daemon).
+daemon=$(SOFTFABRIC_BIN=$(realpath "$bin") SOFTFABRIC_SCALE_DURATION=${SCALE_DURATION:-3s} SOFTFABRIC_SCALE_REPEAT=${SCALE_REPEAT:-3} \
+	go test -count=1 -run '^$' -bench '^BenchmarkDaemon$' -benchtime 1x -timeout 30m ./test/scale 2>&1 | sed -n '/^case/,/^goos/p' | grep -v '^goos')
+{
+	echo
+	echo "### Through the daemon, against in process ($(date -u +%Y-%m-%d))"
+	echo
+	echo "Same machine; \`make bench-daemon\`: one queue, \`up\` (a daemon) and \`up --no-daemon\` alternating on the same"
+	echo "namespaces, the median of the runs (listed) of each. Latency: median 64 B write round trip."
+	echo
+	echo '```'
+	echo "$daemon"
+	echo '```'
+} >>"$out"
 echo "bench-e2e: results appended to $out"
