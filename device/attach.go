@@ -87,13 +87,10 @@ func Attach(iface string, o OpenOptions) (*Device, error) {
 		}
 		cl.regions = append(cl.regions, r)
 	}
-	queues := ai.Queues
-	if o.Queues > 0 && o.Queues < queues {
-		// The daemon delivers a QP's frames on the queue the NIC picks;
-		// serve them all (fewer workers would leave rings unread).
-		queues = ai.Queues
-	}
-	links := make([]link.Link, queues)
+	// A worker per daemon queue, whatever o.Queues says: the daemon
+	// delivers a queue pair's frames on the queue the NIC picked, and a
+	// ring nobody reads would lose them.
+	links := make([]link.Link, ai.Queues)
 	for i := range links {
 		links[i] = cl.regions[i].AppEnd()
 	}
@@ -206,7 +203,11 @@ func (cl *client) call(req daemonapi.Request) error {
 	case <-cl.gone:
 		return cl.err
 	case <-time.After(5 * time.Second):
-		return fmt.Errorf("softfabric daemon: no answer to %s in 5 s", req.Op)
+		// A late answer would be taken for the next call's: give the
+		// daemon up instead.
+		cl.fail(ErrGone)
+		_ = cl.c.Close()
+		return fmt.Errorf("%w: no answer to %s in 5 s", ErrGone, req.Op)
 	}
 }
 

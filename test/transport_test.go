@@ -80,12 +80,12 @@ func rcPairOn(t *testing.T, a, b *end, rqa, rqb *verbs.RecvQueue, wa, wb int) (*
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := a.h.Do(func() error {
-		return a.d.ConnectRC(ctx, qa, pa, device.Remote{QPN: qb.QPN(), PSN: pb, GID: b.gid()}, device.ConnectOptions{Timeout: 12})
+		return a.d.ConnectRC(ctx, qa, pa, device.Remote{QPN: qb.QPN(), PSN: pb, GID: b.gid()}, device.ConnectOptions{Timeout: 14})
 	}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.h.Do(func() error {
-		return b.d.ConnectRC(ctx, qb, pb, device.Remote{QPN: qa.QPN(), PSN: pa, GID: a.gid()}, device.ConnectOptions{Timeout: 12})
+		return b.d.ConnectRC(ctx, qb, pb, device.Remote{QPN: qa.QPN(), PSN: pa, GID: a.gid()}, device.ConnectOptions{Timeout: 14})
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ type app struct {
 	conns map[uint32][]peerKey
 
 	st  []appCounters // by queue, each written by its worker
-	bad atomic.Bool   // a worker found its rings corrupt
+	bad atomic.Bool   // its rings were found corrupt, and it is being detached
 
 	transport atomic.Pointer[daemonapi.Transport] // its last report
 }
@@ -47,9 +47,21 @@ type appCounters struct {
 	_                       [32]byte
 }
 
+// corrupt reports whether a worker found one of a's rings corrupt (the
+// ends count it; they are safe to read from any goroutine).
+func (a *app) corrupt() bool {
+	for _, e := range a.ends {
+		if e.Stats().BadDescriptors > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// release unmaps a's rings, once no worker holds it (Region.Close is
+// idempotent, and a closed region's ends still answer Stats).
 func (a *app) release() {
 	for _, r := range a.regions {
 		_ = r.Close()
 	}
-	a.regions, a.ends = nil, nil
 }

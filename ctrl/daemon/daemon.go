@@ -131,6 +131,11 @@ func Start(cfg Config) (_ *Daemon, err error) {
 	for _, g := range ctrl.GIDs(d.q.Dev) {
 		d.gids = append(d.gids, g.Unmap())
 	}
+	if d.cfg.Slots == 0 {
+		// A flight of a large message fits: a full ring drops frames
+		// (counted), which the transport recovers only by retransmitting.
+		d.cfg.Slots = 1024
+	}
 	if d.cfg.SlotSize == 0 {
 		// A ring slot holds the largest frame a socket receives.
 		d.cfg.SlotSize = max(4096, (d.q.Sockets[0].MaxFrame()+63)&^63)
@@ -268,7 +273,8 @@ func Run(ctx context.Context, cfg Config, ready func(*Daemon)) error {
 	return cerr
 }
 
-// housekeep detaches applications whose rings a worker found corrupt,
+// housekeep detaches applications whose rings a worker found corrupt
+// (every 50 ms),
 // and stops the daemon when its interface or its record is gone (the
 // namespace deleted, `softfabric down` by hand, the interface renamed).
 func (d *Daemon) housekeep() {
@@ -288,7 +294,7 @@ func (d *Daemon) housekeep() {
 			}
 		}
 		for _, a := range *d.apps.Load() {
-			if a.bad.Load() {
+			if a.corrupt() && !a.bad.Swap(true) {
 				d.logf("app %d (pid %d): corrupt rings, detached", a.id, a.pid)
 				_ = a.conn.Close() // serve's read ends and detaches it
 			}
@@ -462,7 +468,9 @@ func (d *Daemon) attach(c *net.UnixConn, req daemonapi.Request) (*app, error) {
 	}
 	cred, err := d.authorize(c)
 	if err != nil {
-		d.logf("refused pid %d uid %d: %v", cred.Pid, cred.Uid, err)
+		if cred != nil {
+			d.logf("refused pid %d uid %d: %v", cred.Pid, cred.Uid, err)
+		}
 		return nil, err
 	}
 	d.mu.Lock()

@@ -164,7 +164,7 @@ func (w *worker) receive(apps []*app) bool {
 			continue
 		}
 		a := w.d.owner[qpn].Load()
-		if a == nil || a.regions == nil {
+		if a == nil {
 			w.c.unknown.Add(1)
 			continue
 		}
@@ -213,10 +213,7 @@ func (w *worker) transmit(_ int, a *app) bool {
 	e := a.ends[w.q]
 	n := e.RecvZC(w.views[:room])
 	if n == 0 {
-		if e.Stats().BadDescriptors > 0 {
-			a.bad.Store(true)
-		}
-		return false
+		return false // or its ring is corrupt: housekeep detaches it
 	}
 	peers := *a.peers.Load()
 	sent := 0

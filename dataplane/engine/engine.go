@@ -46,6 +46,7 @@ type Stats struct {
 // Node is one end of a link with its queue pairs.
 type Node struct {
 	link   link.Link
+	failer link.Failer // link, when it can fail for good
 	byQPN  []int32 // QPN → slot + 1; 0 where none
 	slots  []slot
 	free   []int32 // slots of detached queue pairs, for reuse
@@ -85,6 +86,7 @@ func New(l link.Link) *Node {
 		tx:    link.NewBatchFor(l, link.IdealBatch),
 		views: make([][]byte, link.IdealBatch),
 	}
+	n.failer, _ = l.(link.Failer)
 	mem := make([]byte, link.IdealBatch*l.MaxFrame())
 	for i := range n.rx {
 		n.rx[i] = mem[i*l.MaxFrame() : (i+1)*l.MaxFrame()]
@@ -161,6 +163,11 @@ func (n *Node) Poll(now int64) (bool, error) {
 		zc.ReleaseRx()
 		n.stats.RxFrames += uint64(k)
 		got += k
+		if k == 0 && n.failer != nil {
+			if err := n.failer.Err(); err != nil {
+				return false, err
+			}
+		}
 	} else {
 		k, err := n.link.Recv(n.rx, n.sizes)
 		if err != nil {

@@ -62,6 +62,13 @@ type ZeroCopyReceiver interface {
 	ReleaseRx()
 }
 
+// Failer is a Link that can fail for good (its peer gone): Err returns
+// why, nil while it works. A receiver that uses only RecvZC, which cannot
+// return an error, checks it.
+type Failer interface {
+	Err() error
+}
+
 // TxFramer is a Link that lets the sender build frames in place, in the
 // buffers the device transmits from (an AF_XDP socket's UMEM chunks), so
 // that a frame is written once and never copied on its way out: headers

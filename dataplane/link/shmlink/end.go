@@ -142,6 +142,10 @@ func (e *End) MaxFrame() int { return int(e.tx.slot) }
 // after PrepareWait.
 func (e *End) FD() int { return e.waitFD }
 
+// Err returns the error the End failed with (Fail, or a corrupt ring),
+// or nil: what a receiver that only uses RecvZC, which cannot say, checks.
+func (e *End) Err() error { return e.err() }
+
 // err returns the error the End failed with, or nil.
 func (e *End) err() error {
 	if p := e.failed.Load(); p != nil {
@@ -259,9 +263,14 @@ func (e *End) Send(frames [][]byte) (int, error) {
 
 // TxBuf returns the next free slot, TxBufSize bytes long, to build a frame
 // in, or nil when the ring is full or the End failed. Called again before
-// TxSubmit, it returns the same slot.
+// TxSubmit, it returns the same slot, even if the End failed meanwhile
+// (Fail may come from another goroutine while a frame is being built; the
+// slot stays mapped until Close, and TxSubmit then drops the frame).
 func (e *End) TxBuf() []byte {
 	t := &e.tx
+	if t.held {
+		return t.buf(t.next & t.mask)
+	}
 	if e.failed.Load() != nil {
 		return nil
 	}

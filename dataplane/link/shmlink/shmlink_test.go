@@ -1018,3 +1018,30 @@ func TestUseAfterClose(t *testing.T) {
 		e.Stats()
 	}
 }
+
+// TestFailWhileBuilding: Fail from another goroutine between TxBuf and
+// TxSubmit (the daemon gone while the transport builds a frame) leaves
+// the lent slot usable until TxSubmit, which drops the frame.
+func TestFailWhileBuilding(t *testing.T) {
+	r, err := Create("fail-while-building", Config{Slots: 8, SlotSize: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	e := r.AppEnd()
+	b := e.TxBuf()
+	if b == nil {
+		t.Fatal("no slot")
+	}
+	e.Fail(nil)
+	if again := e.TxBuf(); len(again) != len(b) || &again[0] != &b[0] {
+		t.Fatalf("TxBuf after Fail with a slot lent: %d bytes, want the same %d", len(again), len(b))
+	}
+	e.TxSubmit(64)
+	if e.TxBuf() != nil {
+		t.Fatal("TxBuf after Fail with no slot lent gave one")
+	}
+	if got := r.DaemonEnd().RecvZC(make([][]byte, 8)); got != 0 {
+		t.Fatalf("the daemon received %d frames submitted after Fail", got)
+	}
+}
