@@ -47,7 +47,7 @@ type Stats struct {
 type Node struct {
 	link   link.Link
 	failer link.Failer // link, when it can fail for good
-	byQPN  []int32 // QPN → slot + 1; 0 where none
+	byQPN  []int32     // QPN → slot + 1; 0 where none
 	slots  []slot
 	free   []int32 // slots of detached queue pairs, for reuse
 	active []int32 // slots that may have packets to send
