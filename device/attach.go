@@ -94,12 +94,21 @@ func Attach(iface string, o OpenOptions) (*Device, error) {
 	for i := range links {
 		links[i] = cl.regions[i].AppEnd()
 	}
+	// The debugging aids (SOFTFABRIC_DEBUG_PCAP, _LINK_FAULTS) apply to
+	// what this application sends and receives, as in process.
+	var debugClosers []func() error
+	if links, err = debugLinks(links, iface, &debugClosers); err != nil {
+		cl.closeRegions()
+		c.Close()
+		return nil, err
+	}
 	d := NewWorkers(links, Options{Name: ai.Iface, MAC: ai.MAC, GIDs: ai.GIDs, MTU: ai.MTU, Resolve: resolve, Registrar: cl, CPUs: o.CPUs,
 		// The daemon's workers poll on the same cores: sleep sooner than a
 		// device that has them to itself (64 B write rate 0.96 × in-process
 		// with this pace on 2 vCPUs, 0.6 × with the default).
 		Pace: attachedPace()})
 	d.closers = append(d.closers, cl.close)
+	d.closers = append(d.closers, debugClosers...)
 	go cl.read()
 	go cl.report(d)
 	return d, nil

@@ -186,14 +186,19 @@ func (d *Domain) goneErr() error {
 // failCtl answers the control work queued for a worker that no longer
 // runs.
 func (w *worker) failCtl(err error) {
+	for _, r := range w.takeCtl() {
+		r.done <- err
+	}
+}
+
+// takeCtl takes the control work queued for the worker.
+func (w *worker) takeCtl() []ctlReq {
 	w.ctlMu.Lock()
+	defer w.ctlMu.Unlock()
 	reqs := w.ctl
 	w.ctl = nil
 	w.ctlPending.Store(false)
-	w.ctlMu.Unlock()
-	for _, r := range reqs {
-		r.done <- err
-	}
+	return reqs
 }
 
 // idle reports a worker no endpoint uses: manual progress drives it on
@@ -296,12 +301,7 @@ func (w *worker) removeEP(ep servicer) {
 func (w *worker) pass() (bool, error) {
 	did := false
 	if w.ctlPending.Load() {
-		w.ctlMu.Lock()
-		reqs := w.ctl
-		w.ctl = nil
-		w.ctlPending.Store(false)
-		w.ctlMu.Unlock()
-		for _, r := range reqs {
+		for _, r := range w.takeCtl() {
 			r.done <- r.f()
 		}
 		did = true

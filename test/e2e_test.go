@@ -59,8 +59,10 @@ type result struct {
 }
 
 // sf runs softfabric in h's namespace.
-func sf(h *netnstest.Host, args ...string) result {
-	cmd := h.Command(sfBin, args...)
+func sf(h *netnstest.Host, args ...string) result { return runCmd(h.Command(sfBin, args...)) }
+
+// runCmd runs cmd and returns its output and exit status.
+func runCmd(cmd *netnstest.Cmd) result {
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

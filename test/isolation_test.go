@@ -1,13 +1,11 @@
 package test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -190,16 +188,7 @@ func TestDaemonUsers(t *testing.T) {
 	asNobody := func(args ...string) result {
 		cmd := p.A.Command(bin, args...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			code = -1
-		}
-		return result{out.String(), errb.String(), code}
+		return runCmd(cmd)
 	}
 	up(t, p.A)
 	r := asNobody("perf", "write", "--iface", "eth0", "--timeout", "2s", p.B.Addr.Addr().String())

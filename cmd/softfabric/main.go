@@ -22,8 +22,10 @@ Usage:
   softfabric <command> [arguments]
 
 Commands:
-  up IFACE [--mode auto|native|generic]     attach the classifier to IFACE and pin its maps
-  down IFACE                                detach it and remove every trace
+  up IFACE [--mode auto|native|generic]     attach the classifier to IFACE, pin its maps and start
+                                            its daemon (--no-daemon: none; --group, --metrics)
+  daemon IFACE                              run the daemon in the foreground (for systemd)
+  down IFACE [--force]                      stop the daemon, detach, remove every trace
   status [IFACE] [--json]                   device facts, GIDs, contexts, QPs, counters
   stats IFACE [--json]                      classifier counters
   perf OP [flags] --iface IFACE [SERVER]    bandwidth/latency test: OP is write, read, send, atomic,

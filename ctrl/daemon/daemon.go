@@ -88,7 +88,8 @@ type Daemon struct {
 	gid   int // Config.Group's gid, -1 when none
 	since time.Time
 	mac   [6]byte
-	gids  []netip.Addr
+	gids  []netip.Addr // as ctrl.GIDs gives them (IPv4-mapped), for the applications
+	srcs  []netip.Addr // the same, unmapped: the source addresses a frame may carry
 
 	owner []atomic.Pointer[app] // by QPN
 	apps  atomic.Pointer[[]*app]
@@ -128,8 +129,9 @@ func Start(cfg Config) (_ *Daemon, err error) {
 		}
 	}()
 	copy(d.mac[:], d.q.Dev.MAC)
-	for _, g := range ctrl.GIDs(d.q.Dev) {
-		d.gids = append(d.gids, g.Unmap())
+	d.gids = ctrl.GIDs(d.q.Dev)
+	for _, g := range d.gids {
+		d.srcs = append(d.srcs, g.Unmap())
 	}
 	if d.cfg.Slots == 0 {
 		// A flight of a large message fits: a full ring drops frames

@@ -263,7 +263,7 @@ func (w *worker) allowed(a *app, f []byte, peers map[peerKey]struct{}) bool {
 	}
 	src := p.Src().Unmap()
 	mine := false
-	for _, g := range w.d.gids {
+	for _, g := range w.d.srcs {
 		if g == src {
 			mine = true
 			break

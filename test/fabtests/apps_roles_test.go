@@ -38,22 +38,10 @@ func envInt(name string, def int) int {
 }
 
 func rma4Server(self string) error {
-	service := uint16(envInt(serviceEnv, 7480))
-	s, err := open(self, fabric.EPMsg, fabric.ProgressAuto, service)
+	s, pep, err := listen(self, uint16(envInt(serviceEnv, 7480)))
 	if err != nil {
 		return err
 	}
-	pep, err := s.fab.PassiveEndpoint(&s.info)
-	if err != nil {
-		return err
-	}
-	if err := pep.Bind(s.eq); err != nil {
-		return err
-	}
-	if err := pep.Listen(); err != nil {
-		return err
-	}
-	fmt.Println("ready")
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	buf := s.mr.Bytes()

@@ -140,24 +140,34 @@ func runRole(role, self, peer string) error {
 	return fmt.Errorf("unknown role %q", role)
 }
 
-// msgServer accepts a connection, tells the client where its memory is
-// (in the accept's private data), and echoes every message.
-func msgServer(self string) error {
-	s, err := open(self, fabric.EPMsg, fabric.ProgressAuto, msgService)
+// listen opens a MSG side with a passive endpoint listening on service,
+// and says "ready".
+func listen(self string, service uint16) (*side, *fabric.PassiveEndpoint, error) {
+	s, err := open(self, fabric.EPMsg, fabric.ProgressAuto, service)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	pep, err := s.fab.PassiveEndpoint(&s.info)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	if err := pep.Bind(s.eq); err != nil {
-		return err
+		return nil, nil, err
 	}
 	if err := pep.Listen(); err != nil {
-		return err
+		return nil, nil, err
 	}
 	fmt.Println("ready")
+	return s, pep, nil
+}
+
+// msgServer accepts a connection, tells the client where its memory is
+// (in the accept's private data), and echoes every message.
+func msgServer(self string) error {
+	s, pep, err := listen(self, msgService)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	ev, err := s.eq.Read(ctx)

@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
 	"testing"
-	"time"
 
 	"github.com/softfabric/softfabric/ctrl"
 	"github.com/softfabric/softfabric/internal/netnstest"
@@ -30,22 +28,7 @@ func BenchmarkDaemon(b *testing.B) {
 	if err := ctrl.EnsureBPFFS(); err != nil {
 		b.Fatal(err)
 	}
-	dur := 3 * time.Second
-	if s := os.Getenv("SOFTFABRIC_SCALE_DURATION"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			b.Fatalf("SOFTFABRIC_SCALE_DURATION: %v", err)
-		}
-		dur = d
-	}
-	repeat := 3
-	if s := os.Getenv("SOFTFABRIC_SCALE_REPEAT"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			b.Fatalf("SOFTFABRIC_SCALE_REPEAT: %q", s)
-		}
-		repeat = n
-	}
+	dur, repeat := runsFromEnv(b, 3)
 	p := netnstest.NewPair(b, netnstest.Options{Queues: 1})
 	modes := []struct {
 		name  string

@@ -99,22 +99,7 @@ func BenchmarkScale(b *testing.B) {
 		b.Fatal(err)
 	}
 	queues := queueCounts(b)
-	dur := 3 * time.Second
-	if s := os.Getenv("SOFTFABRIC_SCALE_DURATION"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			b.Fatalf("SOFTFABRIC_SCALE_DURATION: %v", err)
-		}
-		dur = d
-	}
-	repeat := 1
-	if s := os.Getenv("SOFTFABRIC_SCALE_REPEAT"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			b.Fatalf("SOFTFABRIC_SCALE_REPEAT: %q", s)
-		}
-		repeat = n
-	}
+	dur, repeat := runsFromEnv(b, 1)
 	res := map[string]map[int]measured{}
 	for _, q := range queues {
 		p := netnstest.NewPair(b, netnstest.Options{Queues: q})
@@ -157,6 +142,27 @@ func BenchmarkScale(b *testing.B) {
 			b.Error(err)
 		}
 	}
+}
+
+// runsFromEnv reads SOFTFABRIC_SCALE_DURATION (default 3 s) and
+// SOFTFABRIC_SCALE_REPEAT (default repeat).
+func runsFromEnv(b *testing.B, repeat int) (time.Duration, int) {
+	dur := 3 * time.Second
+	if s := os.Getenv("SOFTFABRIC_SCALE_DURATION"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			b.Fatalf("SOFTFABRIC_SCALE_DURATION: %v", err)
+		}
+		dur = d
+	}
+	if s := os.Getenv("SOFTFABRIC_SCALE_REPEAT"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			b.Fatalf("SOFTFABRIC_SCALE_REPEAT: %q", s)
+		}
+		repeat = n
+	}
+	return dur, repeat
 }
 
 func queueCounts(b *testing.B) []int {
