@@ -62,6 +62,7 @@ type Endpoint struct {
 	injectBuf           []byte
 	minMultiRecv        int
 	qkey                uint32
+	rcOpts              QPOptions // MSG: OptTimeout, OptRetryCount
 
 	// Owned by the worker once enabled.
 	qp    engine.QP

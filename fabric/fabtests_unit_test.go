@@ -740,7 +740,8 @@ func TestUnitCntr(t *testing.T) {
 
 // TestUnitSetopt mirrors setopt_test: SetOption/GetOption of
 // OptMinMultiRecv, the read-only OptCMDataSize and OptMaxMsgSize, OptQKey
-// on DGRAM endpoints only and before Enable, OptWorker, unknown options.
+// on DGRAM endpoints only and before Enable, OptWorker, OptTimeout and
+// OptRetryCount on MSG endpoints only, unknown options.
 func TestUnitSetopt(t *testing.T) {
 	for _, typ := range []fabric.EPType{fabric.EPMsg, fabric.EPRDM, fabric.EPDgram} {
 		t.Run(typ.String(), func(t *testing.T) {
@@ -767,6 +768,24 @@ func TestUnitSetopt(t *testing.T) {
 			isErr(t, "reading an unknown option", err, fabric.ErrNotSupported)
 			isErr(t, "a worker out of range", ep.SetOption(fabric.OptWorker, h.dom.Queues()), fabric.ErrInvalid)
 			must(t, ep.SetOption(fabric.OptWorker, 0))
+			if typ == fabric.EPMsg {
+				for _, o := range []struct {
+					opt      fabric.Option
+					def, bad int
+				}{{fabric.OptTimeout, 14, 32}, {fabric.OptRetryCount, 7, 8}} {
+					if v, err := ep.GetOption(o.opt); err != nil || v != o.def {
+						t.Fatalf("option %d default: %d %v", o.opt, v, err)
+					}
+					isErr(t, "an RC option out of range", ep.SetOption(o.opt, o.bad), fabric.ErrInvalid)
+					isErr(t, "an RC option of 0", ep.SetOption(o.opt, 0), fabric.ErrInvalid)
+					must(t, ep.SetOption(o.opt, 5))
+					if v, err := ep.GetOption(o.opt); err != nil || v != 5 {
+						t.Fatalf("option %d: %d %v", o.opt, v, err)
+					}
+				}
+			} else {
+				isErr(t, "an RC timeout off MSG", ep.SetOption(fabric.OptTimeout, 17), fabric.ErrNotSupported)
+			}
 			if typ != fabric.EPDgram {
 				isErr(t, "Q_Key off DGRAM", ep.SetOption(fabric.OptQKey, 1), fabric.ErrNotSupported)
 				_, err := ep.GetOption(fabric.OptQKey)

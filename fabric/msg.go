@@ -94,7 +94,7 @@ func (ep *Endpoint) Connect(ctx context.Context, addr netip.AddrPort, private []
 	}
 	peer, err := parseQPInfo(reply.Params)
 	if err == nil {
-		err = ep.connectRC(ctx, peer, QPOptions{})
+		err = ep.connectRC(ctx, peer, ep.rcOpts)
 	}
 	if err != nil {
 		_ = conn.Disconnect()
@@ -118,7 +118,7 @@ func (ep *Endpoint) Accept(ctx context.Context, private []byte) error {
 	if len(private) > MaxCMData {
 		return fmt.Errorf("accepting: %w: %d bytes of private data", ErrInvalid, len(private))
 	}
-	if err := ep.connectRC(ctx, r.peer, QPOptions{}); err != nil {
+	if err := ep.connectRC(ctx, r.peer, ep.rcOpts); err != nil {
 		_ = r.req.Reject(nil)
 		return fmt.Errorf("accepting: %w", err)
 	}

@@ -78,6 +78,15 @@ const (
 	// robin in opening order (Endpoint.Worker), and an endpoint bound to a
 	// shared receive context takes the context's.
 	OptWorker
+	// OptTimeout: the local ACK timeout of a MSG endpoint's RC queue pair,
+	// as IBTA encodes it (4.096 µs × 2^v, 1 to 31; default 14, 67 ms):
+	// how long a request waits for its answer before it is sent again
+	// (rdma_cm's RDMA_OPTION_ID_ACK_TIMEOUT). Set before Connect or Accept.
+	OptTimeout
+	// OptRetryCount: how many times a MSG endpoint's request is sent again
+	// before it fails with ErrTimedOut (1 to 7; default 7; rdma_cm's
+	// retry_count). Set before Connect or Accept.
+	OptRetryCount
 )
 
 // SetOption sets an endpoint option.
@@ -101,6 +110,18 @@ func (ep *Endpoint) SetOption(o Option, v int) error {
 			return fmt.Errorf("setting the worker: %w: %d", ErrInvalid, v)
 		}
 		ep.w = ep.d.workers[v]
+	case OptTimeout, OptRetryCount:
+		if ep.typ != EPMsg {
+			return fmt.Errorf("setting option %d: %w: a %v endpoint", o, ErrNotSupported, ep.typ)
+		}
+		if v < 1 || o == OptTimeout && v > 31 || o == OptRetryCount && v > 7 || ep.state.Load() > epEnabled {
+			return fmt.Errorf("setting option %d: %w: %d", o, ErrInvalid, v)
+		}
+		if o == OptTimeout {
+			ep.rcOpts.Timeout = uint8(v)
+		} else {
+			ep.rcOpts.RetryCnt = uint8(v)
+		}
 	case OptCMDataSize, OptMaxMsgSize:
 		return fmt.Errorf("setting option %d: %w: read only", o, ErrInvalid)
 	default:
@@ -125,6 +146,16 @@ func (ep *Endpoint) GetOption(o Option) (int, error) {
 		return ep.info.EP.MaxMsgSize, nil
 	case OptWorker:
 		return ep.w.id, nil
+	case OptTimeout:
+		if ep.rcOpts.Timeout == 0 {
+			return 14, nil
+		}
+		return int(ep.rcOpts.Timeout), nil
+	case OptRetryCount:
+		if ep.rcOpts.RetryCnt == 0 {
+			return 7, nil
+		}
+		return int(ep.rcOpts.RetryCnt), nil
 	}
 	return 0, fmt.Errorf("reading option %d: %w", o, ErrNotSupported)
 }

@@ -27,7 +27,11 @@ const (
 	roundsEnv  = "SOFTFABRIC_FABTEST_ROUNDS"
 	waitEnv    = "SOFTFABRIC_FABTEST_WAIT"
 	rma4EPs    = 4
-	rma4Slot   = 64 << 10
+	// rma4Timeout is the endpoints' RC ACK timeout: 537 ms, so that 7
+	// tries outlast the seconds a process can wait for a core when 16 of
+	// them and two daemons share CI's two (the default 67 ms does not).
+	rma4Timeout = 17
+	rma4Slot    = 64 << 10
 )
 
 func envInt(name string, def int) int {
@@ -56,6 +60,9 @@ func rma4Server(self string) error {
 		}
 		ep, err := s.endpoint(ev.Info)
 		if err != nil {
+			return err
+		}
+		if err := ep.SetOption(fabric.OptTimeout, rma4Timeout); err != nil {
 			return err
 		}
 		i := len(eps)
@@ -138,6 +145,9 @@ func rma4ClientRun(self, peer string, connected *bool) error {
 	for i := 0; i < rma4EPs; i++ {
 		ep, err := s.endpoint(&s.info)
 		if err != nil {
+			return err
+		}
+		if err := ep.SetOption(fabric.OptTimeout, rma4Timeout); err != nil {
 			return err
 		}
 		if err := ep.Connect(ctx, netip.AddrPortFrom(netip.MustParseAddr(peer), service), nil); err != nil {

@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/softfabric/softfabric/ctrl"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -139,6 +141,19 @@ func (p *proc) output() string {
 	return strings.Join(p.lines, "\n") + "\n" + p.stderr.String()
 }
 
+// daemonLog is what h's daemon wrote to its log.
+func daemonLog(t *testing.T, h *netnstest.Host) string {
+	var ns uint64
+	if err := h.Do(func() (err error) { ns, err = ctrl.NetNSID(); return }); err != nil {
+		return err.Error()
+	}
+	b, err := os.ReadFile(filepath.Join(ctrl.RunDir(ns, h.Iface), "daemon.log"))
+	if err != nil {
+		return err.Error()
+	}
+	return string(b)
+}
+
 // daemonStats reads `softfabric status --json` of h's device: the daemon's
 // applications and the QPNs the classifier steers.
 type daemonStats struct {
@@ -217,8 +232,10 @@ func TestManyApps(t *testing.T) {
 	for _, c := range clients {
 		if err := c.wait(t, 120*time.Second); err != nil {
 			t.Errorf("%s: %v\n%s", c.name, err, c.output())
-			out, _ := p.B.Exec(sfBin, "status", p.B.Iface)
-			t.Logf("B:\n%s", out)
+			for _, h := range []*netnstest.Host{p.A, p.B} {
+				out, _ := h.Exec(sfBin, "status", h.Iface)
+				t.Logf("%s:\n%s\ndaemon log:\n%s", h.NS, out, daemonLog(t, h))
+			}
 		}
 	}
 	for _, s := range servers {
