@@ -2,11 +2,13 @@ package test
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -202,4 +204,86 @@ func TestDaemonUsers(t *testing.T) {
 	if r.code != 1 || strings.Contains(r.err, "not allowed") || !strings.Contains(r.err, "connect") {
 		t.Fatalf("perf as nobody, member of the daemon's group: %+v", r)
 	}
+}
+
+// TestDaemonDetachesCorruptRings: an application that scribbles on its
+// shared rings (here: its from-app producer index pushed far ahead, as a
+// buggy or hostile process could) is detached by its daemon: its device
+// fails with device.ErrGone, its QPNs are released, and another
+// application on the same daemon carries on.
+func TestDaemonDetachesCorruptRings(t *testing.T) {
+	p := setup(t, netnstest.Options{}, false)
+	up(t, p.A, p.B)
+	bad, good, peer := open(t, p.A), open(t, p.A), open(t, p.B)
+	ends := []*end{bad, good, peer}
+	qg, _ := rcPair(t, good, peer, verbs.NewRecvQueue(16), verbs.NewRecvQueue(16))
+	if _, err := bad.d.NewRC(device.QPConfig{SendCQ: bad.scq, RecvCQ: bad.rcq, RQ: verbs.NewRecvQueue(16)}, all); err != nil {
+		t.Fatal(err)
+	}
+	if n := daemonApps(t, p.A); n != 2 {
+		t.Fatalf("A's daemon serves %d applications, want 2", n)
+	}
+	// The bad application's region is the memfd named for A's first
+	// application that this process received first: map it again and
+	// write its from-app producer index (offset 256) far past its
+	// consumer.
+	region := findMemfd(t, "softfabric-eth0-app1-q0")
+	mem, err := syscall.Mmap(region, 0, 4096, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Munmap(mem)
+	binary.LittleEndian.PutUint32(mem[256:], binary.LittleEndian.Uint32(mem[256:])+1<<20)
+	deadline := time.Now().Add(2 * time.Second)
+	for daemonApps(t, p.A) != 1 {
+		if time.Now().After(deadline) {
+			out, _ := p.A.Exec(sfBin, "status", p.A.Iface)
+			t.Fatalf("the application with corrupt rings is still attached after 2 s (producer index now %d):\n%s", binary.LittleEndian.Uint32(mem[256:]), out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Its device is gone; the other application's connection works.
+	deadline = time.Now().Add(2 * time.Second)
+	for {
+		if _, err := bad.d.Progress(); errors.Is(err, device.ErrGone) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the detached application's device did not fail with ErrGone")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	fill(good.buf.Bytes()[:64], 7)
+	wr := verbs.SendWR{Op: verbs.OpWrite, Flags: verbs.Signaled, SGL: sge(good.buf, 0, 64), RemoteAddr: peer.buf.Addr(), RKey: peer.buf.RKey(), ID: 1}
+	if err := qg.PostSend(&wr); err != nil {
+		t.Fatal(err)
+	}
+	if c := pollAll(t, ends[1:], good.scq, 1); c[0].Status != verbs.Success {
+		t.Fatalf("the other application's write: %v", c[0].Status)
+	}
+}
+
+// findMemfd returns the lowest descriptor of this process's memfds named
+// name: the first mapped (both daemons name their first application's
+// region alike).
+func findMemfd(t *testing.T, name string) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := -1
+	for _, e := range ents {
+		target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
+		if err != nil || !strings.HasPrefix(target, "/memfd:"+name+" ") && target != "/memfd:"+name {
+			continue
+		}
+		if fd, err := strconv.Atoi(e.Name()); err == nil && (found < 0 || fd < found) {
+			found = fd
+		}
+	}
+	if found < 0 {
+		t.Fatalf("no memfd %q among this process's descriptors", name)
+	}
+	return found
 }
