@@ -1,10 +1,14 @@
 package scale
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/softfabric/softfabric/ctrl"
 	"github.com/softfabric/softfabric/internal/netnstest"
@@ -17,6 +21,56 @@ var daemonCases = []scaleCase{
 	{"write-64B-lat", "write", 64, 1, "µs"},
 	{"write-64KiB-1qp", "write", 65536, 1, "Gb/s"},
 }
+
+// daemonPID is the pid of h's daemon, 0 when none serves it.
+func daemonPID(b *testing.B, h *netnstest.Host) int {
+	out, err := h.Command(sfBin, "status", h.Iface, "--json").Output()
+	if err != nil {
+		b.Fatalf("status: %v: %s", err, out)
+	}
+	var st []struct {
+		Daemon *struct {
+			PID int `json:"pid"`
+		} `json:"daemon"`
+	}
+	if err := json.Unmarshal(out, &st); err != nil || len(st) != 1 {
+		b.Fatalf("status: %v: %s", err, out)
+	}
+	if st[0].Daemon == nil {
+		return 0
+	}
+	return st[0].Daemon.PID
+}
+
+// cpuTime is the user and system time process pid has used, in ns (0
+// when unknown).
+func cpuTime(pid int) int64 {
+	if pid <= 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command (which may hold spaces) in parentheses:
+	// utime and stime are the 14th and 15th of the line.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return (u + st) * int64(time.Second) / clockTicks
+}
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat's times (100 on
+// Linux).
+const clockTicks = 100
 
 // BenchmarkDaemon measures what the daemon costs: each case on one queue,
 // with the device in process (`up --no-daemon`) and through the daemon
@@ -35,6 +89,7 @@ func BenchmarkDaemon(b *testing.B) {
 		flags []string
 	}{{"in-process", []string{"--no-daemon"}}, {"daemon", nil}}
 	res := map[string]map[string][]float64{}
+	cpu := map[string]map[string][]float64{} // client (and its daemon) CPU ns per KiB
 	for r := 0; r < repeat; r++ {
 		for _, m := range modes {
 			for _, h := range []*netnstest.Host{p.A, p.B} {
@@ -43,15 +98,23 @@ func BenchmarkDaemon(b *testing.B) {
 					b.Fatalf("up %v: %v: %s", m.flags, err, out)
 				}
 			}
+			// The client's daemon works for it: its CPU counts too.
+			dpid := daemonPID(b, p.A)
 			for _, c := range daemonCases {
+				before := cpuTime(dpid)
 				v, err := runCase(p, c, 1, dur)
 				if err != nil {
 					b.Fatalf("%s %s: %v", m.name, c.name, err)
 				}
 				if res[c.name] == nil {
-					res[c.name] = map[string][]float64{}
+					res[c.name], cpu[c.name] = map[string][]float64{}, map[string][]float64{}
 				}
 				res[c.name][m.name] = append(res[c.name][m.name], v.rate)
+				ns := v.cpuNsKB
+				if dpid > 0 && v.kib > 0 {
+					ns += float64(cpuTime(dpid)-before) / v.kib
+				}
+				cpu[c.name][m.name] = append(cpu[c.name][m.name], ns)
 			}
 		}
 	}
@@ -72,5 +135,13 @@ func BenchmarkDaemon(b *testing.B) {
 			extra = fmt.Sprintf(" (+%.2f µs)", dm-in)
 		}
 		fmt.Fprintf(w, "%-16s %6s %14.3f %14.3f %9.2f×%s %v | %v\n", c.name, c.metric, in, dm, dm/in, extra, res[c.name]["in-process"], res[c.name]["daemon"])
+	}
+	fmt.Fprintf(w, "\nclient CPU per KiB (through the daemon: client + daemon), ns, medians:\n")
+	for _, c := range daemonCases {
+		if c.metric == "µs" {
+			continue // perf reports CPU per round trip there, not per KiB
+		}
+		in, dm := median(cpu[c.name]["in-process"]), median(cpu[c.name]["daemon"])
+		fmt.Fprintf(w, "%-16s %14.0f %14.0f %9.2f×\n", c.name, in, dm, dm/in)
 	}
 }

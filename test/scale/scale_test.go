@@ -88,6 +88,7 @@ type measured struct {
 	rate    float64 // in the case's metric
 	cpuNsKB float64 // client CPU per KiB (0 when perf did not report it)
 	retrans float64 // packets the client's queue pairs sent again
+	kib     float64 // KiB the client moved
 }
 
 // BenchmarkScale runs every case at every queue count and prints a table
@@ -228,7 +229,8 @@ func runCase(p *netnstest.Pair, c scaleCase, q int, dur time.Duration) (measured
 	}
 	r := rs[0]
 	num := func(k string) float64 { v, _ := r[k].(float64); return v }
-	m := measured{rate: num("msg_rate_mpps"), cpuNsKB: num("cpu_client_ns_per_kib"), retrans: num("retransmits")}
+	m := measured{rate: num("msg_rate_mpps"), cpuNsKB: num("cpu_client_ns_per_kib"), retrans: num("retransmits"),
+		kib: num("bytes") * num("iterations") * num("qps") / 1024}
 	switch c.metric {
 	case "Gb/s":
 		m.rate = num("bw_avg_gbps")
