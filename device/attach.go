@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/softfabric/softfabric/ctrl"
@@ -63,7 +64,7 @@ func Attach(iface string, o OpenOptions) (*Device, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w %s: %v", ErrNoDaemon, iface, err)
 	}
-	cl := &client{c: c, replies: make(chan reply, 1), gone: make(chan struct{})}
+	cl := &client{c: c, replies: make(chan reply, 1), gone: make(chan struct{}), lost: make(chan struct{})}
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 	rep, fds, err := daemonapi.Call(c, daemonapi.Request{Op: daemonapi.OpAttach, Version: daemonapi.Version, Name: filepath.Base(os.Args[0])})
 	_ = c.SetDeadline(time.Time{})
@@ -109,6 +110,7 @@ func Attach(iface string, o OpenOptions) (*Device, error) {
 		Pace: attachedPace()})
 	d.closers = append(d.closers, cl.close)
 	d.closers = append(d.closers, debugClosers...)
+	d.gone = cl.lost
 	go cl.read()
 	go cl.report(d)
 	return d, nil
@@ -152,6 +154,10 @@ type client struct {
 	gone    chan struct{}
 	err     error // why gone
 	once    sync.Once
+	// lost is closed when the daemon went away, not this process closing
+	// the device (Device.Gone).
+	lost    chan struct{}
+	closing atomic.Bool
 }
 
 type reply struct {
@@ -167,6 +173,9 @@ func (cl *client) read() {
 		fds, err := daemonapi.Read(cl.c, &r)
 		if err != nil {
 			cl.fail(ErrGone)
+			if !cl.closing.Load() {
+				close(cl.lost)
+			}
 			return
 		}
 		select {
@@ -239,6 +248,7 @@ func (cl *client) closeRegions() {
 }
 
 func (cl *client) close() error {
+	cl.closing.Store(true)
 	err := cl.c.Close() // the daemon releases our QPNs and rings
 	cl.fail(ErrGone)
 	cl.closeRegions()

@@ -98,7 +98,13 @@ type Device struct {
 	sleepers []*sleeper
 	tallies  []tally // by worker
 	overruns atomic.Pointer[func() uint64]
+	gone     <-chan struct{} // closed when the daemon went away (Attach)
 }
+
+// Gone is closed when the device went away under its user: the daemon it
+// was attached to stopped (or the device was closed). A device opened in
+// process never goes away on its own: nil, which never closes.
+func (d *Device) Gone() <-chan struct{} { return d.gone }
 
 // New returns a device over l, with one worker.
 func New(l link.Link, o Options) *Device { return NewWorkers([]link.Link{l}, o) }

@@ -3,6 +3,7 @@ package test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -566,4 +567,38 @@ func TestDaemonMetrics(t *testing.T) {
 			t.Errorf("no %s with an application attached:\n%s", m, text)
 		}
 	}
+}
+
+// TestDownForce: `down` refuses while an application uses the daemon;
+// `down --force` stops it under the application, which exits at once
+// with one line saying its device is gone.
+func TestDownForce(t *testing.T) {
+	p := setup(t, netnstest.Options{}, false)
+	up(t, p.B)
+	srv := p.B.Command(sfBin, "perf", "write", "--iface", p.B.Iface, "--timeout", "30s")
+	serr := &syncBuffer{}
+	srv.Stderr = serr
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- srv.Wait() }()
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(serr.String(), "waiting") && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if r := sf(p.B, "down", p.B.Iface); r.code != 1 || !strings.Contains(r.err, "in use by 1 application(s)") {
+		t.Fatalf("down with an application attached: %+v", r)
+	}
+	mustSF(t, p.B, "down", p.B.Iface, "--force")
+	select {
+	case err := <-exited:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(serr.String(), "softfabric device gone") {
+			t.Fatalf("the server after down --force: %v: %s", err, serr.String())
+		}
+	case <-time.After(2 * time.Second):
+		_ = srv.Process.Kill()
+		t.Fatalf("the server still runs 2 s after down --force: %s", serr.String())
+	}
+	mustSF(t, p.B, "up", p.B.Iface) // the cleanup's down finds it up
 }

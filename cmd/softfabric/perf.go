@@ -442,5 +442,13 @@ func openDevice(iface string, cpus []int) (*perf.Device, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if gone := d.Gone(); gone != nil {
+		// A command waiting for a peer would never learn it otherwise.
+		go func() {
+			<-gone
+			fmt.Fprintf(os.Stderr, "softfabric: %s: %v\n", iface, device.ErrGone)
+			os.Exit(1)
+		}()
+	}
 	return perf.OnDevice(d), func() { _ = d.Close() }, nil
 }
