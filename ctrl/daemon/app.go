@@ -22,12 +22,12 @@ type app struct {
 	regions []*shmlink.Region // by queue
 	ends    []*shmlink.End    // the daemon's ends, by queue
 
-	// peers are the RC peers its queue pairs are connected to: what it
-	// may send RC packets to. Copy on write; read by the workers.
-	peers atomic.Pointer[map[peerKey]struct{}]
 	// qps and conns are its QPNs and each one's peers (Daemon.mu).
 	qps   map[uint32]struct{}
 	conns map[uint32][]peerKey
+	// peers is the set of conns' peers (publishPeers): what it may send
+	// RC packets to. Copy on write; read by the workers.
+	peers atomic.Pointer[map[peerKey]struct{}]
 
 	st  []appCounters // by queue, each written by its worker
 	bad atomic.Bool   // its rings were found corrupt, and it is being detached
@@ -40,11 +40,25 @@ type peerKey struct {
 	qpn uint32
 }
 
+// publishPeers makes the workers see the peers of a.conns (Daemon.mu
+// held).
+func (a *app) publishPeers() {
+	peers := map[peerKey]struct{}{}
+	for _, ks := range a.conns {
+		for _, k := range ks {
+			peers[k] = struct{}{}
+		}
+	}
+	a.peers.Store(&peers)
+}
+
 // appCounters are one worker's counts for one application, on a cache
-// line of their own.
+// line of their own; touched (the worker's alone) marks an application
+// whose ring got frames in the worker's current pass.
 type appCounters struct {
 	rx, tx, denied, dropped atomic.Uint64
-	_                       [32]byte
+	touched                 bool
+	_                       [31]byte
 }
 
 // corrupt reports whether a worker found one of a's rings corrupt (the

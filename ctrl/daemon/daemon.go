@@ -40,6 +40,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/netip"
 	"os"
@@ -276,9 +277,9 @@ func Run(ctx context.Context, cfg Config, ready func(*Daemon)) error {
 }
 
 // housekeep detaches applications whose rings a worker found corrupt
-// (every 50 ms),
-// and stops the daemon when its interface or its record is gone (the
-// namespace deleted, `softfabric down` by hand, the interface renamed).
+// (every 50 ms), and stops the daemon when its interface or its record is
+// gone or stale (the namespace deleted, its record removed, the
+// classifier detached behind its back).
 func (d *Daemon) housekeep() {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
@@ -307,13 +308,24 @@ func (d *Daemon) housekeep() {
 // ErrDeviceRemoved is why a daemon stops when its device went away.
 var ErrDeviceRemoved = errors.New("daemon: the device went away")
 
+// stillThere checks the device as `up` and Open do: the interface is
+// there and its record (ctrl.State) still describes it.
 func (d *Daemon) stillThere() error {
 	dev, err := ctrl.LookupDevice(d.cfg.Iface)
-	if errors.Is(err, ctrl.ErrNoDevice) || err == nil && dev.Index != d.q.Dev.Index {
+	if errors.Is(err, ctrl.ErrNoDevice) {
 		return fmt.Errorf("%w: %s is gone", ErrDeviceRemoved, d.cfg.Iface)
 	}
-	if _, err := os.Stat(filepath.Join(d.q.RunDir, "state.json")); errors.Is(err, os.ErrNotExist) {
+	if err != nil {
+		return nil // a netlink hiccup: look again later
+	}
+	st, err := ctrl.LoadState(d.q.RunDir)
+	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%w: %s is no longer up (its record is gone)", ErrDeviceRemoved, d.cfg.Iface)
+	}
+	if err == nil {
+		if err := st.Current(dev); err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrDeviceRemoved, d.cfg.Iface, err)
+		}
 	}
 	return nil
 }
@@ -481,7 +493,7 @@ func (d *Daemon) attach(c *net.UnixConn, req daemonapi.Request) (*app, error) {
 	d.mu.Unlock()
 	a := &app{id: id, pid: int(cred.Pid), uid: int(cred.Uid), name: req.Name, since: time.Now(), conn: c,
 		qps: map[uint32]struct{}{}, conns: map[uint32][]peerKey{}, st: make([]appCounters, len(d.workers))}
-	a.peers.Store(&map[peerKey]struct{}{})
+	a.publishPeers()
 	for i := range d.workers {
 		r, err := shmlink.Create(fmt.Sprintf("softfabric-%s-app%d-q%d", d.q.Dev.Name, id, i),
 			shmlink.Config{Slots: d.cfg.Slots, SlotSize: d.cfg.SlotSize})
@@ -535,10 +547,8 @@ func (d *Daemon) qpOp(a *app, req daemonapi.Request) error {
 		if !req.Peer.IsValid() || req.DestQPN >= 1<<24 {
 			return fmt.Errorf("%w: connect to %v QPN %d", daemonapi.ErrInvalid, req.Peer, req.DestQPN)
 		}
-		peers := maps(*a.peers.Load())
-		peers[peerKey{req.Peer.Unmap(), req.DestQPN}] = struct{}{}
-		a.peers.Store(&peers)
 		a.conns[qpn] = append(a.conns[qpn], peerKey{req.Peer.Unmap(), req.DestQPN})
+		a.publishPeers()
 	}
 	return nil
 }
@@ -549,15 +559,9 @@ func (d *Daemon) unown(a *app, qpn uint32) {
 	d.owner[qpn].Store(nil)
 	_ = d.q.Classifier.DeleteQP(qpn)
 	delete(a.qps, qpn)
-	if keys := a.conns[qpn]; len(keys) > 0 {
+	if len(a.conns[qpn]) > 0 {
 		delete(a.conns, qpn)
-		peers := map[peerKey]struct{}{}
-		for _, ks := range a.conns {
-			for _, k := range ks {
-				peers[k] = struct{}{}
-			}
-		}
-		a.peers.Store(&peers)
+		a.publishPeers()
 	}
 }
 
@@ -621,12 +625,4 @@ func Query(runDir string) (*daemonapi.Stats, error) {
 		return nil, errors.New("daemon: empty stats reply")
 	}
 	return rep.Stats, nil
-}
-
-func maps(m map[peerKey]struct{}) map[peerKey]struct{} {
-	out := make(map[peerKey]struct{}, len(m)+1)
-	for k := range m {
-		out[k] = struct{}{}
-	}
-	return out
 }

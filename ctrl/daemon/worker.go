@@ -29,7 +29,6 @@ type worker struct {
 
 	views   [][]byte
 	big     []byte // a multi-buffer frame being checked
-	touched []bool // applications whose rings got frames this pass
 	fds     []unix.PollFd
 	fdsFor  *[]*app
 
@@ -118,8 +117,8 @@ func (w *worker) run(ctx context.Context) error {
 		w.passes.Add(1)
 		apps := w.d.apps.Load()
 		did := w.receive(*apps)
-		for i, a := range *apps {
-			if w.transmit(i, a) {
+		for _, a := range *apps {
+			if w.transmit(a) {
 				did = true
 			}
 		}
@@ -149,10 +148,6 @@ func (w *worker) receive(apps []*app) bool {
 		return false
 	}
 	w.c.rx.Add(uint64(n))
-	if cap(w.touched) < len(apps) {
-		w.touched = make([]bool, len(apps))
-	}
-	w.touched = w.touched[:len(apps)]
 	for _, f := range w.views[:n] {
 		if err := w.pkt.Parse(f); err != nil {
 			w.c.malformed.Add(1)
@@ -177,34 +172,23 @@ func (w *worker) receive(apps []*app) bool {
 		}
 		e.TxSubmit(copy(buf, f))
 		a.st[w.q].rx.Add(1)
-		if i := indexOf(apps, a); i >= 0 {
-			w.touched[i] = true
-		}
+		a.st[w.q].touched = true
 	}
 	w.sock.ReleaseRx()
-	for i, t := range w.touched {
-		if t {
-			w.touched[i] = false
-			_ = apps[i].ends[w.q].Flush()
+	for _, a := range apps {
+		if c := &a.st[w.q]; c.touched {
+			c.touched = false
+			_ = a.ends[w.q].Flush()
 		}
 	}
 	return true
-}
-
-func indexOf(apps []*app, a *app) int {
-	for i, x := range apps {
-		if x == a {
-			return i
-		}
-	}
-	return -1
 }
 
 // transmit moves what application a put on its ring for this queue to
 // the NIC, dropping what it may not send. Each frame is copied out of the
 // shared ring first and checked in the copy, which the application cannot
 // change between the check and the send.
-func (w *worker) transmit(_ int, a *app) bool {
+func (w *worker) transmit(a *app) bool {
 	room := min(w.sock.TxRoom(), len(w.views))
 	if room == 0 {
 		w.c.stalls.Add(1)
