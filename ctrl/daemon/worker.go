@@ -27,10 +27,10 @@ type worker struct {
 	efd  int // kick: another goroutine changed the application set
 	pkt  wire.Packet
 
-	views   [][]byte
-	big     []byte // a multi-buffer frame being checked
-	fds     []unix.PollFd
-	fdsFor  *[]*app
+	views  [][]byte
+	big    []byte // a multi-buffer frame being checked
+	fds    []unix.PollFd
+	fdsFor *[]*app
 
 	passes atomic.Uint64
 	c      workerCounters
