@@ -102,8 +102,9 @@ type Device struct {
 }
 
 // Gone is closed when the device went away under its user: the daemon it
-// was attached to stopped (or the device was closed). A device opened in
-// process never goes away on its own: nil, which never closes.
+// was attached to stopped (not when this process closes the device). A
+// device opened in process never goes away on its own: nil, which never
+// closes.
 func (d *Device) Gone() <-chan struct{} { return d.gone }
 
 // New returns a device over l, with one worker.
@@ -224,7 +225,7 @@ func (d *Device) ProgressWorker(w int) (bool, error) {
 func (d *Device) Run(ctx context.Context, hook func() (bool, error)) error {
 	var pin func() error
 	if len(d.opts.CPUs) > 0 {
-		pin = func() error { return pinThread(d.opts.CPUs[0]) }
+		pin = func() error { return PinCPU(d.opts.CPUs[0]) }
 	}
 	return d.group.Run(ctx, d.Now, hook, pin)
 }
@@ -240,7 +241,7 @@ func (d *Device) PinThread(w int) error {
 		return nil
 	}
 	runtime.LockOSThread()
-	return pinThread(d.opts.CPUs[w%len(d.opts.CPUs)])
+	return PinCPU(d.opts.CPUs[w%len(d.opts.CPUs)])
 }
 
 // RunWorkers drives each worker on a goroutine of its own until ctx ends
@@ -250,7 +251,7 @@ func (d *Device) PinThread(w int) error {
 func (d *Device) RunWorkers(ctx context.Context, hooks []func() (bool, error)) error {
 	var pin func(int) error
 	if len(d.opts.CPUs) > 0 {
-		pin = func(w int) error { return pinThread(d.opts.CPUs[w%len(d.opts.CPUs)]) }
+		pin = func(w int) error { return PinCPU(d.opts.CPUs[w%len(d.opts.CPUs)]) }
 	}
 	// Each worker publishes its queue pairs' counters between passes.
 	wrapped := make([]func() (bool, error), d.group.Len())

@@ -168,11 +168,12 @@ func Open(iface string, o OpenOptions) (d *Device, err error) {
 		return nil, err
 	}
 	d = NewWorkers(links, q.Options(o.CPUs))
-	if err := ctrl.SaveSockets(q.RunDir, d.socketRecord(q.Sockets)); err != nil {
+	// With one worker per socket, the worker of a queue builds in place if
+	// its link is the socket itself; the debugging aids wrap them, and copy.
+	inPlace := func(i int) bool { return d.group.Len() == len(q.Sockets) && d.group.Node(i).TxInPlace() }
+	if err := q.saveSockets(inPlace); err != nil {
 		return nil, err
 	}
-	runDir := q.RunDir
-	q.closers = append(q.closers, func() error { return ctrl.RemoveSockets(runDir) })
 	d.closers = append(d.closers, q.Close)
 	return d, nil
 }
@@ -180,25 +181,17 @@ func Open(iface string, o OpenOptions) (d *Device, err error) {
 // SaveSockets records the queues' sockets for `softfabric status`, as
 // their owner (the daemon) serves them: frames copied from the
 // applications' rings into the UMEM. Close removes the record.
-func (q *Queues) SaveSockets() error {
-	if err := ctrl.SaveSockets(q.RunDir, socketRecord(q.Sockets, func(int) bool { return false })); err != nil {
+func (q *Queues) SaveSockets() error { return q.saveSockets(func(int) bool { return false }) }
+
+// saveSockets records the sockets (ctrl.Sockets) until Close; inPlace
+// tells whether queue i's frames are built in place in the UMEM.
+func (q *Queues) saveSockets(inPlace func(i int) bool) error {
+	if err := ctrl.SaveSockets(q.RunDir, socketRecord(q.Sockets, inPlace)); err != nil {
 		return err
 	}
 	runDir := q.RunDir
 	q.closers = append(q.closers, func() error { return ctrl.RemoveSockets(runDir) })
 	return nil
-}
-
-// socketRecord describes the device's AF_XDP sockets for `softfabric
-// status` (see ctrl.Sockets); inPlace tells whether queue q's frames are
-// built in place in the UMEM.
-func (d *Device) socketRecord(sockets []*xsk.Socket) *ctrl.Sockets {
-	return socketRecord(sockets, func(q int) bool {
-		// With one worker per socket, the worker of this queue builds in
-		// place if its link is the socket itself; the debugging aids wrap
-		// them, and copy.
-		return d.group.Len() == len(sockets) && d.group.Node(q).TxInPlace()
-	})
 }
 
 func socketRecord(sockets []*xsk.Socket, inPlace func(q int) bool) *ctrl.Sockets {

@@ -15,15 +15,10 @@ import (
 // `status`.
 type TransportStats = daemonapi.Transport
 
+// addStats adds an RC queue pair's counters to t.
 func addStats(t *TransportStats, s rc.Stats) {
-	t.Retransmits += s.Retransmits
-	t.Timeouts += s.Timeouts
-	t.SeqNAKsSent += s.SeqNAKsSent
-	t.SeqNAKsRcvd += s.SeqNAKsRcvd
-	t.RNRNAKsSent += s.RNRNAKsSent
-	t.RNRNAKsRcvd += s.RNRNAKsRcvd
-	t.ErrNAKsSent += s.ErrNAKsSent
-	t.ErrNAKsRcvd += s.ErrNAKsRcvd
+	t.Add(TransportStats{Retransmits: s.Retransmits, Timeouts: s.Timeouts, SeqNAKsSent: s.SeqNAKsSent, SeqNAKsRcvd: s.SeqNAKsRcvd,
+		RNRNAKsSent: s.RNRNAKsSent, RNRNAKsRcvd: s.RNRNAKsRcvd, ErrNAKsSent: s.ErrNAKsSent, ErrNAKsRcvd: s.ErrNAKsRcvd})
 }
 
 // tally is one worker's published sum of its queue pairs' counters: the
@@ -73,14 +68,7 @@ func (d *Device) TransportStats() TransportStats {
 	var s TransportStats
 	for i := range d.tallies {
 		if v := d.tallies[i].v.Load(); v != nil {
-			s.Retransmits += v.Retransmits
-			s.Timeouts += v.Timeouts
-			s.SeqNAKsSent += v.SeqNAKsSent
-			s.SeqNAKsRcvd += v.SeqNAKsRcvd
-			s.RNRNAKsSent += v.RNRNAKsSent
-			s.RNRNAKsRcvd += v.RNRNAKsRcvd
-			s.ErrNAKsSent += v.ErrNAKsSent
-			s.ErrNAKsRcvd += v.ErrNAKsRcvd
+			s.Add(*v)
 		}
 	}
 	if f := d.overruns.Load(); f != nil {

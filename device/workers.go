@@ -107,8 +107,10 @@ func (d *Device) setSleepers() {
 	d.sleepers = made
 }
 
-// pinThread binds the calling OS thread to cpu.
-func pinThread(cpu int) error {
+// PinCPU binds the calling OS thread to cpu (the caller locks its
+// goroutine to the thread): how a worker is pinned, here and in the
+// daemon.
+func PinCPU(cpu int) error {
 	var set unix.CPUSet
 	set.Set(cpu)
 	if err := unix.SchedSetaffinity(0, &set); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/softfabric/softfabric/dataplane/link"
 	"github.com/softfabric/softfabric/dataplane/wire"
 	"github.com/softfabric/softfabric/dataplane/xsk"
+	"github.com/softfabric/softfabric/device"
 )
 
 // worker switches the frames of one queue between the NIC and the
@@ -106,10 +107,8 @@ func envInt(name string, def int) int {
 func (w *worker) run(ctx context.Context) error {
 	runtime.LockOSThread()
 	if cpus := w.d.cfg.CPUs; len(cpus) > 0 {
-		var set unix.CPUSet
-		set.Set(cpus[w.q%len(cpus)])
-		if err := unix.SchedSetaffinity(0, &set); err != nil {
-			return fmt.Errorf("pinning to CPU %d: %w", cpus[w.q%len(cpus)], err)
+		if err := device.PinCPU(cpus[w.q%len(cpus)]); err != nil {
+			return err
 		}
 	}
 	idle := 0

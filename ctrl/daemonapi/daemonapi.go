@@ -78,6 +78,19 @@ type Transport struct {
 	CQOverruns  uint64 `json:"cq_overruns"`
 }
 
+// Add adds o's counters to t's.
+func (t *Transport) Add(o Transport) {
+	t.Retransmits += o.Retransmits
+	t.Timeouts += o.Timeouts
+	t.SeqNAKsSent += o.SeqNAKsSent
+	t.SeqNAKsRcvd += o.SeqNAKsRcvd
+	t.RNRNAKsSent += o.RNRNAKsSent
+	t.RNRNAKsRcvd += o.RNRNAKsRcvd
+	t.ErrNAKsSent += o.ErrNAKsSent
+	t.ErrNAKsRcvd += o.ErrNAKsRcvd
+	t.CQOverruns += o.CQOverruns
+}
+
 // Error codes in Reply.Code, matched by the errors below.
 const (
 	CodeDenied   = "denied"
