@@ -37,10 +37,15 @@ func daemonFlags() *flag.FlagSet { return daemonFlagSet(new(daemonOpts)) }
 func daemonFlagSet(o *daemonOpts) *flag.FlagSet {
 	fs := flag.NewFlagSet("daemon", flag.ContinueOnError)
 	fs.IntVar(&o.queues, "queues", 0, "serve at most this many queues (default: what up recorded)")
-	fs.StringVar(&o.cpus, "cpus", "", "pin the workers to these CPUs (e.g. 2-5,8)")
-	fs.StringVar(&o.group, "group", "", "let members of this group attach besides root")
-	fs.StringVar(&o.metrics, "metrics", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9435), at /metrics")
+	o.addFlags(fs)
 	return fs
+}
+
+// addFlags defines the daemon's flags that up passes on to it.
+func (o *daemonOpts) addFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.cpus, "cpus", "", "pin the daemon's workers to these CPUs (e.g. 2-5,8)")
+	fs.StringVar(&o.group, "group", "", "let members of this group attach to the daemon besides root")
+	fs.StringVar(&o.metrics, "metrics", "", "the daemon serves Prometheus metrics on this address (e.g. 127.0.0.1:9435), at /metrics")
 }
 
 // daemonLog is the daemon's log file in the run directory, when up
@@ -134,12 +139,8 @@ func startDaemon(iface, runDir string, o daemonOpts) (int, error) {
 // still serves: it holds the device's lock (a killed daemon's lock dies
 // with it, even while the process lingers unreaped).
 func daemonPID(runDir string) (int, bool) {
-	b, err := os.ReadFile(filepath.Join(runDir, daemonapi.PIDName))
-	if err != nil {
-		return 0, false
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 || syscall.Kill(pid, 0) != nil {
+	pid := pidIn(filepath.Join(runDir, daemonapi.PIDName))
+	if pid == 0 {
 		return 0, false
 	}
 	lock, err := ctrl.LockDevice(runDir)

@@ -120,8 +120,13 @@ func deviceStatus(iface string) (*Status, error) {
 // ownerPID is the pid of the process holding the device, 0 if none. It
 // reads the pid the owner wrote into its lock file rather than probing the
 // lock, so that a status never makes a starting owner see "device busy".
-func ownerPID(runDir string) int {
-	b, err := os.ReadFile(filepath.Join(runDir, "owner.lock"))
+func ownerPID(runDir string) int { return pidIn(filepath.Join(runDir, "owner.lock")) }
+
+// pidIn is the pid written in file path (owner.lock, daemon.pid), 0 when
+// there is none or that process is gone (without cleaning up: a lock it
+// held died with it).
+func pidIn(path string) int {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0
 	}
@@ -130,7 +135,7 @@ func ownerPID(runDir string) int {
 		return 0
 	}
 	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
-		return 0 // gone without cleaning up; the lock died with it
+		return 0
 	}
 	return pid
 }

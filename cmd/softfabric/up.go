@@ -36,9 +36,7 @@ func upFlagSet(o *upOpts) *flag.FlagSet {
 	fs.IntVar(&o.mtu, "mtu", 0, "set the interface MTU first (e.g. 9000 for path MTU 4096)")
 	fs.IntVar(&o.queues, "queues", 0, "serve at most this many queues (default: all the interface uses)")
 	fs.BoolVar(&o.noDaemon, "no-daemon", false, "start no daemon: the first application to open the device owns it (one at a time)")
-	fs.StringVar(&o.daemon.cpus, "cpus", "", "pin the daemon's workers to these CPUs (e.g. 2-5,8)")
-	fs.StringVar(&o.daemon.group, "group", "", "let members of this group attach to the daemon besides root")
-	fs.StringVar(&o.daemon.metrics, "metrics", "", "the daemon serves Prometheus metrics on this address (e.g. 127.0.0.1:9435), at /metrics")
+	o.daemon.addFlags(fs)
 	return fs
 }
 
