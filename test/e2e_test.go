@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/softfabric/softfabric/ctrl"
+	"github.com/softfabric/softfabric/ctrl/daemonapi"
 	"github.com/softfabric/softfabric/internal/netnstest"
 	"github.com/softfabric/softfabric/internal/sfbin"
 )
@@ -476,17 +477,19 @@ func TestTwoPerfPairs(t *testing.T) {
 }
 
 // daemonApps is how many applications h's daemon serves.
-func daemonApps(t *testing.T, h *netnstest.Host) int {
+func daemonApps(t *testing.T, h *netnstest.Host) int { return len(daemonAppStats(t, h)) }
+
+// daemonAppStats are the applications h's daemon serves, as `status
+// --json` shows them.
+func daemonAppStats(t *testing.T, h *netnstest.Host) []daemonapi.AppStats {
 	t.Helper()
 	var st []struct {
-		Daemon *struct {
-			Apps []json.RawMessage `json:"apps"`
-		} `json:"daemon"`
+		Daemon *daemonapi.Stats `json:"daemon"`
 	}
 	if err := json.Unmarshal([]byte(mustSF(t, h, "status", h.Iface, "--json")), &st); err != nil || len(st) != 1 || st[0].Daemon == nil {
 		t.Fatalf("status: %v", err)
 	}
-	return len(st[0].Daemon.Apps)
+	return st[0].Daemon.Apps
 }
 
 // TestDaemonMetrics: `up --metrics ADDR` serves Prometheus metrics: the

@@ -3,7 +3,6 @@ package test
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"net/netip"
 	"os"
@@ -149,18 +148,8 @@ func pollAll(t *testing.T, ends []*end, cq *verbs.CQ, n int) []verbs.Completion 
 // appsDenied sums the frames h's daemon refused from its applications.
 func appsDenied(t *testing.T, h *netnstest.Host) uint64 {
 	t.Helper()
-	var st []struct {
-		Daemon struct {
-			Apps []struct {
-				Denied uint64 `json:"denied"`
-			} `json:"apps"`
-		} `json:"daemon"`
-	}
-	if err := json.Unmarshal([]byte(mustSF(t, h, "status", h.Iface, "--json")), &st); err != nil || len(st) != 1 {
-		t.Fatalf("status: %v", err)
-	}
 	var n uint64
-	for _, a := range st[0].Daemon.Apps {
+	for _, a := range daemonAppStats(t, h) {
 		n += a.Denied
 	}
 	return n
