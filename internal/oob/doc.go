@@ -1,5 +1,5 @@
-// Package oob holds nothing itself: its subpackages are the out-of-band
-// exchanges of the rdma-core family of tools, written as plain protocol
+// Package oob holds the TCP dial the exchanges share (Dial); its
+// subpackages are the out-of-band exchanges of the rdma-core family of tools, written as plain protocol
 // code over a net.Conn so that any client of package fabric can speak
 // them:
 //

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/softfabric/softfabric/fabric"
+	"github.com/softfabric/softfabric/internal/oob"
 )
 
 // Ops are the RDMA operations perf measures.
@@ -275,13 +276,9 @@ func localAddr(c net.Conn) (netip.Addr, error) {
 // tests after it still run; the error returned then joins those, in one
 // line. Any other failure ends the run, with the results before it.
 func Run(ctx context.Context, d *Device, server string, cfgs ...Config) ([]Result, error) {
-	if _, _, err := net.SplitHostPort(server); err != nil {
-		server = net.JoinHostPort(server, strconv.Itoa(DefaultPort))
-	}
-	var dialer net.Dialer
-	nc, err := dialer.DialContext(ctx, "tcp", server)
+	nc, err := oob.Dial(ctx, server, DefaultPort, "perf")
 	if err != nil {
-		return nil, fmt.Errorf("connecting to the perf server: %w", err)
+		return nil, err
 	}
 	defer nc.Close()
 	c := newConn(nc)

@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
-	"strconv"
 	"time"
 
 	"github.com/softfabric/softfabric/fabric"
+	"github.com/softfabric/softfabric/internal/oob"
 	"github.com/softfabric/softfabric/internal/oob/perftest"
 )
 
@@ -189,13 +188,9 @@ func RunPerftest(ctx context.Context, d *Device, server string, cfg PerftestConf
 	if err := cfg.check(); err != nil {
 		return run, err
 	}
-	if _, _, err := net.SplitHostPort(server); err != nil {
-		server = net.JoinHostPort(server, strconv.Itoa(PerftestDefaultPort))
-	}
-	var dialer net.Dialer
-	nc, err := dialer.DialContext(ctx, "tcp", server)
+	nc, err := oob.Dial(ctx, server, PerftestDefaultPort, "perftest")
 	if err != nil {
-		return run, fmt.Errorf("connecting to the perftest server: %w", err)
+		return run, err
 	}
 	defer nc.Close()
 	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Now()) })

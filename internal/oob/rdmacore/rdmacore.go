@@ -34,6 +34,7 @@ import (
 
 	"github.com/softfabric/softfabric/ctrl"
 	"github.com/softfabric/softfabric/fabric"
+	"github.com/softfabric/softfabric/internal/oob"
 )
 
 // DefaultPort is the examples' default TCP port (-p).
@@ -166,13 +167,9 @@ func ReadDone(r io.Reader) error {
 // Dial connects to a server (host, or host:port; the port defaults to
 // DefaultPort) and gives the connection Timeout for the exchange.
 func Dial(ctx context.Context, server string) (net.Conn, error) {
-	if _, _, err := net.SplitHostPort(server); err != nil {
-		server = net.JoinHostPort(server, strconv.Itoa(DefaultPort))
-	}
-	var dialer net.Dialer
-	nc, err := dialer.DialContext(ctx, "tcp", server)
+	nc, err := oob.Dial(ctx, server, DefaultPort, "pingpong")
 	if err != nil {
-		return nil, fmt.Errorf("connecting to the pingpong server: %w", err)
+		return nil, err
 	}
 	_ = nc.SetDeadline(time.Now().Add(Timeout))
 	return nc, nil
