@@ -86,6 +86,7 @@ func Attach(iface string, o OpenOptions) (*Device, error) {
 		c.Close()
 		return nil, fmt.Errorf("attaching to the daemon of %s: %w: %d descriptors for %v", iface, daemonapi.ErrInvalid, len(fds), ai)
 	}
+	cl.app = ai.App
 	for i := 0; i < ai.Queues; i++ {
 		r, err := shmlink.Map([3]int{fds[3*i], fds[3*i+1], fds[3*i+2]})
 		if err != nil {
@@ -154,6 +155,7 @@ func closeFDs(fds []int) {
 type client struct {
 	c       *net.UnixConn
 	regions []*shmlink.Region
+	app     uint32     // the daemon's number for this application
 	mu      sync.Mutex // one call at a time
 	replies chan reply
 	gone    chan struct{}
@@ -245,6 +247,18 @@ func (cl *client) DeleteQP(qpn uint32) error {
 func (cl *client) Connected(qpn uint32, peer netip.Addr, destQPN uint32) error {
 	return cl.call(daemonapi.Request{Op: daemonapi.OpConnect, QPN: qpn, Peer: peer, DestQPN: destQPN})
 }
+
+func (cl *client) Listen(service uint64) error {
+	return cl.call(daemonapi.Request{Op: daemonapi.OpListen, Service: service})
+}
+
+func (cl *client) Unlisten(service uint64) error {
+	return cl.call(daemonapi.Request{Op: daemonapi.OpUnlisten, Service: service})
+}
+
+// CommIDPrefix is the daemon's number for this application, as the top
+// 16 bits of its RDMA-CM communication IDs carry it.
+func (cl *client) CommIDPrefix() uint32 { return cl.app & 0xffff }
 
 func (cl *client) closeRegions() {
 	for _, r := range cl.regions {

@@ -59,6 +59,43 @@ type ConnRegistrar interface {
 	Connected(qpn uint32, peer netip.Addr, destQPN uint32) error
 }
 
+// ServiceRegistrar is a Registrar that shares queue pair 1 among
+// applications: the daemon routes RDMA-CM connection requests by service
+// ID and the other CM messages by communication ID, whose top 16 bits
+// name the application (CommIDPrefix).
+type ServiceRegistrar interface {
+	Listen(service uint64) error
+	Unlisten(service uint64) error
+	CommIDPrefix() uint32
+}
+
+// CommIDPrefix is what the top 16 bits of this device's RDMA-CM
+// communication IDs must be, and true, when it shares QP1 with other
+// applications through a daemon; any IDs will do otherwise.
+func (d *Device) CommIDPrefix() (uint32, bool) {
+	if s, ok := d.opts.Registrar.(ServiceRegistrar); ok {
+		return s.CommIDPrefix(), true
+	}
+	return 0, false
+}
+
+// Listen routes the RDMA-CM connection requests for service to this
+// device (a daemon's application); in process it has nothing to do.
+func (d *Device) Listen(service uint64) error {
+	if s, ok := d.opts.Registrar.(ServiceRegistrar); ok {
+		return s.Listen(service)
+	}
+	return nil
+}
+
+// Unlisten undoes Listen.
+func (d *Device) Unlisten(service uint64) error {
+	if s, ok := d.opts.Registrar.(ServiceRegistrar); ok {
+		return s.Unlisten(service)
+	}
+	return nil
+}
+
 // Resolver finds the source address and next-hop MAC for a destination.
 type Resolver func(ctx context.Context, dst netip.Addr) (src netip.Addr, mac [6]byte, err error)
 
@@ -309,7 +346,7 @@ func (d *Device) allocQPN(want uint32) (uint32, error) {
 	d.qpMu.Lock()
 	defer d.qpMu.Unlock()
 	if want != 0 {
-		if want < 2 || want >= engine.MaxQPN {
+		if want < engine.GSIQPN || want >= engine.MaxQPN {
 			return 0, fmt.Errorf("device: QPN %d: %w", want, ErrQPNRange)
 		}
 		if _, used := d.qps[want]; used {

@@ -278,8 +278,8 @@ func (q *CQ) sleep(ctx context.Context) {
 func (q *CQ) park(ctx context.Context) error {
 	q.waiters.Add(1)
 	defer q.waiters.Add(-1)
-	if q.Len() > 0 {
-		return nil
+	if q.Len() > 0 || q.d.goneErr() != nil {
+		return nil // the caller looks again
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		_ = q.efd.SetReadDeadline(dl)

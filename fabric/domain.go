@@ -36,6 +36,10 @@ type Domain struct {
 	// overruns counts completions lost on full CQs, for the device's
 	// transport statistics.
 	overruns atomic.Uint64
+
+	// cms is the domain's RDMA-CM connection manager, once started.
+	cmMu sync.Mutex
+	cms  *cmService
 }
 
 // worker is the fabric's side of a device worker: the endpoints it
@@ -111,6 +115,13 @@ func (f *Fabric) Domain(info *Info) (*Domain, error) {
 			close(d.stopped)
 		}()
 	}
+	f.remember(d)
+	// The connection manager runs from the start, as the kernel's does:
+	// a connection request for a service nobody here listens on gets its
+	// rejection (Invalid Service ID) at once, not silence until the
+	// requester gives up. When it cannot start (QP1 taken on a borrowed
+	// device), the first endpoint that needs it says why.
+	_, _ = d.cm()
 	return d, nil
 }
 
@@ -171,6 +182,18 @@ func (w *worker) deviceGone(cause error) {
 			ep.service()
 		}
 		w.d.gone.CompareAndSwap(nil, &err)
+		// A reader that took the flushed completions and parked before
+		// gone was set would wait for a completion that never comes:
+		// wake it to see the device gone.
+		for _, ep := range *w.eps.Load() {
+			if e, ok := ep.(*Endpoint); ok {
+				for _, q := range []*CQ{e.txCQ, e.rxCQ} {
+					if q != nil {
+						q.signal()
+					}
+				}
+			}
+		}
 		w.failCtl(err)
 	})
 }
@@ -223,6 +246,8 @@ func (d *Domain) Close() error {
 	if !first {
 		return err
 	}
+	d.fab.forget(d)
+	d.closeCM()
 	if d.cancel != nil {
 		d.cancel()
 		<-d.stopped

@@ -13,7 +13,6 @@ import (
 	"github.com/softfabric/softfabric/dataplane/ud"
 	"github.com/softfabric/softfabric/dataplane/verbs"
 	"github.com/softfabric/softfabric/device"
-	"github.com/softfabric/softfabric/fabric/internal/cm"
 )
 
 // Endpoint states.
@@ -65,22 +64,24 @@ type Endpoint struct {
 	rcOpts              QPOptions // MSG: OptTimeout, OptRetryCount
 
 	// Owned by the worker once enabled.
-	qp    engine.QP
-	rcqp  *rc.QP
-	udqp  *ud.QP
-	vsq   *verbs.CQ
-	vrq   *verbs.CQ
-	swr   verbs.SendWR
-	rwr   verbs.RecvWR
-	sgl   [MaxIOV + 1]mr.SGE
-	vc    [32]verbs.Completion
-	comp  Completion
-	ahs   []ahEntry
-	psn   uint32
-	conn  *cm.Conn
-	rdm   *rdmState
-	srx   *SharedRx
-	bound []interface{ release() }
+	qp   engine.QP
+	rcqp *rc.QP
+	udqp *ud.QP
+	vsq  *verbs.CQ
+	vrq  *verbs.CQ
+	swr  verbs.SendWR
+	rwr  verbs.RecvWR
+	sgl  [MaxIOV + 1]mr.SGE
+	vc   [32]verbs.Completion
+	comp Completion
+	ahs  []ahEntry
+	psn  uint32
+	conn cmLink
+	// cmKind is the connection manager Connect uses (OptCM).
+	cmKind int
+	rdm    *rdmState
+	srx    *SharedRx
+	bound  []interface{ release() }
 }
 
 // txOp is a posted transmit operation.

@@ -2,6 +2,7 @@ package fabric
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -10,6 +11,35 @@ import (
 type Fabric struct {
 	provider string
 	refs     refs
+
+	// domains are the open domains, for passive endpoints that listen
+	// for RDMA-CM requests through one on their device.
+	mu      sync.Mutex
+	domains []*Domain
+}
+
+func (f *Fabric) remember(d *Domain) {
+	f.mu.Lock()
+	f.domains = append(f.domains, d)
+	f.mu.Unlock()
+}
+
+func (f *Fabric) forget(d *Domain) {
+	f.mu.Lock()
+	f.domains = slices.DeleteFunc(f.domains, func(x *Domain) bool { return x == d })
+	f.mu.Unlock()
+}
+
+// domainOn is the newest open domain on device name, nil if none.
+func (f *Fabric) domainOn(name string) *Domain {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := len(f.domains) - 1; i >= 0; i-- {
+		if f.domains[i].info.Domain.Name == name {
+			return f.domains[i]
+		}
+	}
+	return nil
 }
 
 // OpenFabric opens the fabric of an offer from GetInfo.

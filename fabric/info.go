@@ -289,7 +289,8 @@ type Info struct {
 // Defaults of the offers.
 const (
 	// DefaultService is the service of a passive or unconnected endpoint
-	// when the application gives none (RDMA-CM's and rping's 7471).
+	// when the application gives none (7471, where librdmacm's
+	// rdma_server, rdma_client and ucmatose meet; rping's is 7174).
 	DefaultService = 7471
 	// InjectSize is the most bytes Inject takes (copied at once).
 	InjectSize = 64

@@ -8,19 +8,45 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/softfabric/softfabric/dataplane/mad"
 	"github.com/softfabric/softfabric/device"
 	"github.com/softfabric/softfabric/fabric/internal/cm"
 )
 
 // MaxCMData is the most private data a connection request, accept or
-// reject carries (RDMA-CM's REQ limit).
-const MaxCMData = cm.MaxPrivateData
+// reject carries: what an RDMA-CM REQ holds behind rdma_cm's header (56
+// bytes), less the length byte that libfabric's verbs provider puts in
+// front of it, as ours does, so that the peer gets what was sent and not
+// the message's zero padding.
+const MaxCMData = cmReqPrivate - 1
 
-// connRequest is a connection request waiting for Accept or Reject.
+// connRequest is a connection request waiting for Accept or Reject: one
+// that came over RDMA-CM (rcm), or over the TCP stand-in (req).
 type connRequest struct {
+	rcm  *rcmConn
 	req  *cm.Request
 	peer QPInfo
 }
+
+// cmLink is an established connection's management link, RDMA-CM's or
+// the TCP stand-in's.
+type cmLink interface {
+	Disconnect() error
+	Done() <-chan struct{}
+	Err() error
+}
+
+// Connection managers of a MSG endpoint (OptCM).
+const (
+	// CMRDMA: RDMA-CM's wire protocol, IB CM MADs on queue pair 1, as
+	// rdma_cm peers (rping, perftest -R, MPI, storage) speak it. The
+	// default.
+	CMRDMA = iota
+	// CMTCP: softfabric's own exchange over a TCP connection to the
+	// passive endpoint's address and service, for peers that predate
+	// RDMA-CM support.
+	CMTCP
+)
 
 // The seam's opaque parameters are a QPInfo: GID, QPN, first PSN.
 const qpInfoSize = 24
@@ -78,6 +104,9 @@ func (ep *Endpoint) Connect(ctx context.Context, addr netip.AddrPort, private []
 	if len(private) > MaxCMData {
 		return fmt.Errorf("connecting: %w: %d bytes of private data", ErrInvalid, len(private))
 	}
+	if ep.cmKind == CMRDMA {
+		return ep.connectCM(ctx, addr, private)
+	}
 	conn, reply, err := cm.Dial(ctx, cmDialAddr(ep.d, addr), marshalQPInfo(ep.QPInfo()), private)
 	if errors.Is(err, cm.ErrRejected) {
 		var rj *cm.RejectError
@@ -118,6 +147,9 @@ func (ep *Endpoint) Accept(ctx context.Context, private []byte) error {
 	if len(private) > MaxCMData {
 		return fmt.Errorf("accepting: %w: %d bytes of private data", ErrInvalid, len(private))
 	}
+	if r.rcm != nil {
+		return ep.acceptCM(ctx, r, private)
+	}
 	if err := ep.connectRC(ctx, r.peer, ep.rcOpts); err != nil {
 		_ = r.req.Reject(nil)
 		return fmt.Errorf("accepting: %w", err)
@@ -131,7 +163,7 @@ func (ep *Endpoint) Accept(ctx context.Context, private []byte) error {
 }
 
 // established records an up connection and watches for its end.
-func (ep *Endpoint) established(conn *cm.Conn, private []byte) {
+func (ep *Endpoint) established(conn cmLink, private []byte) {
 	ep.conn = conn
 	ep.connected()
 	ep.event(Event{Kind: EventConnected, EP: ep, Data: private})
@@ -163,14 +195,18 @@ func (ep *Endpoint) event(e Event) {
 // PassiveEndpoint listens for connection requests to MSG endpoints: each
 // arrives on its EQ as an EventConnReq.
 type PassiveEndpoint struct {
-	f      *Fabric
-	info   Info
-	eq     *EQ
-	l      *cm.Listener
-	cancel context.CancelFunc
-	done   chan struct{}
-	refs   refs
-	memKey netip.AddrPort
+	f    *Fabric
+	info Info
+	eq   *EQ
+	l    *cm.Listener
+	// cms is the connection manager of the domain on the device that
+	// listens for RDMA-CM requests to service, if any.
+	cms     *cmService
+	service uint64
+	cancel  context.CancelFunc
+	done    chan struct{}
+	refs    refs
+	memKey  netip.AddrPort
 }
 
 // PassiveEndpoint opens a passive endpoint for info (a MSG offer; its
@@ -215,6 +251,19 @@ func (p *PassiveEndpoint) Listen() error {
 		return fmt.Errorf("listening on %v: %w", at, err)
 	}
 	p.l, p.memKey = l, key
+	if d := p.f.domainOn(p.info.Domain.Name); d != nil {
+		s, err := d.cm()
+		if err == nil {
+			err = s.listen(p, mad.ServiceID(mad.PortSpaceTCP, p.info.Service))
+		}
+		if err != nil {
+			_ = l.Close()
+			cmUnlisten(key)
+			p.l = nil
+			return fmt.Errorf("listening on %v: %w", at, err)
+		}
+		p.cms, p.service = s, mad.ServiceID(mad.PortSpaceTCP, p.info.Service)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel, p.done = cancel, make(chan struct{})
 	go p.loop(ctx)
@@ -255,6 +304,9 @@ func (p *PassiveEndpoint) Reject(info *Info, private []byte) error {
 	if len(private) > MaxCMData {
 		return fmt.Errorf("rejecting: %w: %d bytes of private data", ErrInvalid, len(private))
 	}
+	if info.req.rcm != nil {
+		return info.req.rcm.reject(private)
+	}
 	return info.req.req.Reject(private)
 }
 
@@ -269,6 +321,9 @@ func (p *PassiveEndpoint) Close() error {
 		err = p.l.Close()
 		<-p.done
 		cmUnlisten(p.memKey)
+	}
+	if p.cms != nil {
+		p.cms.unlisten(p.service)
 	}
 	if p.eq != nil {
 		p.eq.refs.done()

@@ -87,6 +87,10 @@ const (
 	// before it fails with ErrTimedOut (1 to 7; default 7; rdma_cm's
 	// retry_count). Set before Connect or Accept.
 	OptRetryCount
+	// OptCM: the connection manager a MSG endpoint's Connect speaks:
+	// CMRDMA (the default) or CMTCP. A passive endpoint answers both.
+	// Set before Connect.
+	OptCM
 )
 
 // SetOption sets an endpoint option.
@@ -122,6 +126,14 @@ func (ep *Endpoint) SetOption(o Option, v int) error {
 		} else {
 			ep.rcOpts.RetryCnt = uint8(v)
 		}
+	case OptCM:
+		if ep.typ != EPMsg {
+			return fmt.Errorf("setting the connection manager: %w: a %v endpoint", ErrNotSupported, ep.typ)
+		}
+		if v != CMRDMA && v != CMTCP || ep.state.Load() > epEnabled || ep.conn != nil {
+			return fmt.Errorf("setting the connection manager: %w: %d", ErrInvalid, v)
+		}
+		ep.cmKind = v
 	case OptCMDataSize, OptMaxMsgSize:
 		return fmt.Errorf("setting option %d: %w: read only", o, ErrInvalid)
 	default:
@@ -137,6 +149,8 @@ func (ep *Endpoint) GetOption(o Option) (int, error) {
 		return ep.minMultiRecv, nil
 	case OptCMDataSize:
 		return MaxCMData, nil
+	case OptCM:
+		return ep.cmKind, nil
 	case OptQKey:
 		if ep.typ != EPDgram {
 			return 0, ErrNotSupported

@@ -33,6 +33,8 @@ Commands:
                                             server without SERVER, client with it
   pingpong [flags] --iface IFACE [SERVER]   ping-pong like ibv_rc_pingpong; --ud: ibv_ud_pingpong,
                                             --srq [-q N]: ibv_srq_pingpong
+  rping -s|-c [flags] [--iface IFACE]       librdmacm's rping: -s serves, -c -a SERVER [-C N] [-v] [-V]
+                                            pings it (RDMA read and write of checked data)
   version                                   print the version
   help [COMMAND]                            print this help, or a command's flags
 

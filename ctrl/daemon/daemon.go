@@ -93,6 +93,7 @@ type Daemon struct {
 	srcs  []netip.Addr // the same, unmapped: the source addresses a frame may carry
 
 	owner []atomic.Pointer[app] // by QPN
+	cm    atomic.Pointer[cmRoutes]
 	apps  atomic.Pointer[[]*app]
 
 	mu     sync.Mutex // guards app set changes and owner writes
@@ -170,6 +171,11 @@ func Start(cfg Config) (_ *Daemon, err error) {
 		return nil, fmt.Errorf("daemon: %w", err)
 	}
 	d.q.OnClose(func() error { return os.Remove(pidPath) })
+	// QP1 is the daemon's: it routes the CM MADs that arrive there (gsi.go).
+	if err := d.q.Classifier.SetQP(engine.GSIQPN, 0); err != nil {
+		_ = d.ln.Close()
+		return nil, fmt.Errorf("daemon: steering QP1: %w", err)
+	}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	for i, s := range d.q.Sockets {
 		w, err := newWorker(d, i, s)
@@ -454,7 +460,7 @@ func (d *Daemon) serve(c *net.UnixConn) {
 				break
 			}
 			a.transport.Store(req.Transport)
-		case daemonapi.OpSetQP, daemonapi.OpDeleteQP, daemonapi.OpConnect:
+		case daemonapi.OpSetQP, daemonapi.OpDeleteQP, daemonapi.OpConnect, daemonapi.OpListen, daemonapi.OpUnlisten:
 			if a == nil {
 				rep = daemonapi.Fail(fmt.Errorf("%w: %s before attach", daemonapi.ErrInvalid, req.Op))
 				break
@@ -517,11 +523,17 @@ func (d *Daemon) attach(c *net.UnixConn, req daemonapi.Request) (*app, error) {
 
 func (d *Daemon) qpOp(a *app, req daemonapi.Request) error {
 	qpn := req.QPN
-	if qpn < 2 || qpn >= engine.MaxQPN {
-		return fmt.Errorf("%w: QPN %d outside [2, %d)", daemonapi.ErrInvalid, qpn, engine.MaxQPN)
+	if req.Op == daemonapi.OpListen || req.Op == daemonapi.OpUnlisten {
+		qpn = engine.GSIQPN
+	}
+	if qpn < engine.GSIQPN || qpn >= engine.MaxQPN {
+		return fmt.Errorf("%w: QPN %d outside [%d, %d)", daemonapi.ErrInvalid, qpn, engine.GSIQPN, engine.MaxQPN)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if qpn == engine.GSIQPN || req.Op == daemonapi.OpListen || req.Op == daemonapi.OpUnlisten {
+		return d.cmOp(a, req)
+	}
 	switch req.Op {
 	case daemonapi.OpSetQP:
 		if o := d.owner[qpn].Load(); o != nil {
@@ -572,6 +584,7 @@ func (d *Daemon) detach(a *app) {
 	for qpn := range a.qps {
 		d.unown(a, qpn)
 	}
+	d.detachCM(a)
 	cur := *d.apps.Load()
 	next := slices.DeleteFunc(slices.Clone(cur), func(x *app) bool { return x == a })
 	d.apps.Store(&next)

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/softfabric/softfabric/ctrl/daemonapi"
+	"github.com/softfabric/softfabric/dataplane/engine"
 	"github.com/softfabric/softfabric/dataplane/link"
 	"github.com/softfabric/softfabric/dataplane/wire"
 	"github.com/softfabric/softfabric/dataplane/xsk"
@@ -35,10 +36,11 @@ type worker struct {
 
 	passes atomic.Uint64
 	c      workerCounters
+	gsiPSN uint32 // of the REJs the daemon sends from QP1
 }
 
 type workerCounters struct {
-	rx, tx, unknown, malformed, sleeps, stalls, ringFull atomic.Uint64
+	rx, tx, unknown, malformed, sleeps, stalls, ringFull, rejected atomic.Uint64
 }
 
 func newWorker(d *Daemon, q int, s *xsk.Socket) (*worker, error) {
@@ -71,7 +73,7 @@ func (w *worker) quiesce() {
 func (w *worker) stats() daemonapi.WorkerStats {
 	return daemonapi.WorkerStats{Queue: w.q, RxFrames: w.c.rx.Load(), TxFrames: w.c.tx.Load(), Unknown: w.c.unknown.Load(),
 		Malformed: w.c.malformed.Load(), Sleeps: w.c.sleeps.Load(), Passes: w.passes.Load(), TxStalls: w.c.stalls.Load(),
-		RingFulls: w.c.ringFull.Load()}
+		RingFulls: w.c.ringFull.Load(), CMRejects: w.c.rejected.Load()}
 }
 
 // Idle pacing: spin, then yield the CPU (sched_yield(2): the worker's
@@ -157,7 +159,14 @@ func (w *worker) receive(apps []*app) bool {
 			w.c.unknown.Add(1)
 			continue
 		}
-		a := w.d.owner[qpn].Load()
+		var a *app
+		if qpn == engine.GSIQPN {
+			if a = w.d.cm.Load().routeMAD(w.pkt.Payload); a == nil {
+				w.rejectUnrouted(&w.pkt)
+			}
+		} else {
+			a = w.d.owner[qpn].Load()
+		}
 		if a == nil {
 			w.c.unknown.Add(1)
 			continue
@@ -257,6 +266,9 @@ func (w *worker) allowed(a *app, f []byte, peers map[peerKey]struct{}) bool {
 	}
 	if p.Info.Mask&wire.MaskDETH != 0 {
 		sq := p.DETH().SrcQP()
+		if sq == engine.GSIQPN {
+			return w.d.cm.Load().mayPostMAD(a, p.Payload)
+		}
 		return sq < uint32(len(w.d.owner)) && w.d.owner[sq].Load() == a
 	}
 	_, ok := peers[peerKey{p.Dst().Unmap(), p.BTH().DestQP()}]

@@ -46,6 +46,12 @@ const (
 	OpConnect  = "connect"
 	OpStats    = "stats"
 	OpReport   = "report"
+	// OpListen and OpUnlisten route RDMA-CM connection requests for a
+	// service ID to the application (it must hold QP1: set_qp 1, which
+	// any number of applications may; their communication IDs carry
+	// their number's low 16 bits in their top 16).
+	OpListen   = "listen"
+	OpUnlisten = "unlisten"
 )
 
 // Request is a message from an application.
@@ -56,6 +62,8 @@ type Request struct {
 	Name    string `json:"name,omitempty"` // the application's name, for status
 	// SetQP, DeleteQP, Connect.
 	QPN uint32 `json:"qpn,omitempty"`
+	// Listen, Unlisten: the RDMA-CM service ID.
+	Service uint64 `json:"service,omitempty"`
 	// Connect: the RC peer QPN's GID and number.
 	Peer    netip.Addr `json:"peer,omitzero"`
 	DestQPN uint32     `json:"dest_qpn,omitempty"`
@@ -182,6 +190,7 @@ type WorkerStats struct {
 	Passes    uint64 `json:"passes"`     // loop passes
 	TxStalls  uint64 `json:"tx_stalls"`  // passes that found the NIC's tx ring full
 	RingFulls uint64 `json:"ring_fulls"` // frames dropped on an application's full ring
+	CMRejects uint64 `json:"cm_rejects"` // RDMA-CM requests no application took, rejected by the daemon
 }
 
 // AppStats describe an attached application.

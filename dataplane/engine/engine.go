@@ -94,11 +94,16 @@ func New(l link.Link) *Node {
 	return n
 }
 
+// GSIQPN is the General Services Interface's queue pair (QP1), where
+// connection-management MADs arrive. QP0 (the subnet manager's) does not
+// exist on RoCE.
+const GSIQPN = 1
+
 // Attach registers a queue pair under its QPN.
 func (n *Node) Attach(q QP) error {
 	qpn := q.QPN()
-	if qpn >= MaxQPN || qpn < 2 {
-		return fmt.Errorf("engine: QPN %d outside [2, %d)", qpn, MaxQPN)
+	if qpn >= MaxQPN || qpn < GSIQPN {
+		return fmt.Errorf("engine: QPN %d outside [%d, %d)", qpn, GSIQPN, MaxQPN)
 	}
 	if n.byQPN[qpn] != 0 {
 		return errors.New("engine: QPN in use")

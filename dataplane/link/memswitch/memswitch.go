@@ -77,6 +77,15 @@ func (s *Switch) Port(mac [6]byte, depth int) (*Port, error) {
 	return p, nil
 }
 
+// Has reports whether a port has address mac: the switch's answer to
+// address resolution.
+func (s *Switch) Has(mac [6]byte) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	_, ok := s.ports[mac]
+	return ok
+}
+
 // Close detaches the port; frames for it are dropped from then on.
 func (p *Port) Close() error {
 	p.sw.mu.Lock()

@@ -1,0 +1,188 @@
+package daemon
+
+import (
+	"encoding/binary"
+	"fmt"
+	"maps"
+
+	"github.com/softfabric/softfabric/ctrl/daemonapi"
+	"github.com/softfabric/softfabric/dataplane/engine"
+	"github.com/softfabric/softfabric/dataplane/mad"
+	"github.com/softfabric/softfabric/dataplane/wire"
+)
+
+// Queue pair 1, the General Services Interface, belongs to every
+// application that speaks RDMA-CM: each runs its own connection manager
+// (dataplane/ibcm) behind its own QP1, and the daemon routes the CM MADs
+// that arrive to the right one, as the kernel's MAD layer routes them to
+// its agents:
+//
+//   - a REQ (or SIDR_REQ) to the application listening on its service ID
+//     (daemonapi.OpListen), or, when none listens, to the first CM
+//     application, whose CM rejects it (Invalid Service ID) as rdma_cm
+//     peers expect; with no CM application at all, the daemon rejects it
+//     itself;
+//   - every other CM message carries the receiver's communication ID
+//     (REP, REJ, MRA, RTU, DREQ, DREP: the Remote Comm ID; SIDR_REP: the
+//     Request ID), and an application's IDs carry its number in their
+//     top 16 bits (CommIDPrefix), so the ID names the application.
+//
+// An application may send a CM MAD from QP1 only with a communication ID
+// of its own (its Local Comm ID, or a SIDR_REQ's Request ID): it cannot
+// answer or disconnect another application's connections. The exception
+// is the REJ of a REQ that made no connection, which has no local ID: an
+// application could reject a request another one sent, by its ID (a
+// denial of service on the same host, not a way in).
+
+// CommIDPrefix is the top 16 bits of the communication IDs of the
+// application with number id.
+func CommIDPrefix(id uint32) uint32 { return id & 0xffff }
+
+// cmRoutes is a snapshot of who speaks RDMA-CM, for the workers (copy on
+// write under Daemon.mu).
+type cmRoutes struct {
+	users    map[uint32]*app // by communication-ID prefix
+	services map[uint64]*app
+	first    *app // the lowest-numbered user: rejects unknown services
+}
+
+// routeMAD is the application that MAD m (a UD payload to QP1) is for,
+// nil when none.
+func (r *cmRoutes) routeMAD(m []byte) *app {
+	if r == nil || len(m) < mad.Size || m[1] != mad.ClassCM {
+		return nil
+	}
+	v := mad.MAD(m)
+	data := v.Data()
+	switch v.AttributeID() {
+	case mad.AttrREQ, mad.AttrSIDRREQ:
+		// The service ID sits at the same offset in both.
+		if a := r.services[binary.BigEndian.Uint64(data[8:])]; a != nil {
+			return a
+		}
+		return r.first
+	case mad.AttrSIDRREP:
+		return r.users[binary.BigEndian.Uint32(data[0:])>>16]
+	default:
+		return r.users[binary.BigEndian.Uint32(data[4:])>>16]
+	}
+}
+
+// mayPostMAD reports whether application a may send MAD m from QP1.
+func (r *cmRoutes) mayPostMAD(a *app, m []byte) bool {
+	if r == nil || len(m) < mad.Size || m[1] != mad.ClassCM || r.users[CommIDPrefix(a.id)] != a {
+		return false
+	}
+	v := mad.MAD(m)
+	if v.AttributeID() == mad.AttrSIDRREP {
+		return false // answering SIDR is not supported yet
+	}
+	local := binary.BigEndian.Uint32(v.Data()[0:])
+	if local>>16 == CommIDPrefix(a.id) {
+		return true
+	}
+	// A REJ of a REQ that made no connection (unknown service, stale
+	// connection) carries no local ID, as the kernel's cm_issue_rej.
+	return v.AttributeID() == mad.AttrREJ && local == 0 && mad.REJ(v.Data()).MessageRejected() == mad.MsgREQ
+}
+
+// cmOp registers a as an RDMA-CM user (SetQP 1), unregisters it (DeleteQP
+// 1), or has it listen on a service ID or stop (d.mu held).
+func (d *Daemon) cmOp(a *app, req daemonapi.Request) error {
+	cur := d.cm.Load()
+	next := &cmRoutes{users: map[uint32]*app{}, services: map[uint64]*app{}}
+	if cur != nil {
+		next.users, next.services = maps.Clone(cur.users), maps.Clone(cur.services)
+	}
+	user := next.users[CommIDPrefix(a.id)] == a
+	switch req.Op {
+	case daemonapi.OpSetQP:
+		if o := next.users[CommIDPrefix(a.id)]; o != nil && o != a {
+			return fmt.Errorf("%w: communication-ID prefix %#x belongs to application %d", daemonapi.ErrQPNInUse, CommIDPrefix(a.id), o.id)
+		}
+		next.users[CommIDPrefix(a.id)] = a
+	case daemonapi.OpDeleteQP:
+		if !user {
+			return fmt.Errorf("%w: not an RDMA-CM user", daemonapi.ErrInvalid)
+		}
+		d.dropCM(a, next)
+	case daemonapi.OpListen:
+		if !user {
+			return fmt.Errorf("%w: listening needs QP1 (set_qp 1) first", daemonapi.ErrInvalid)
+		}
+		if o := next.services[req.Service]; o != nil && o != a {
+			return fmt.Errorf("%w: service %#x has a listener (application %d)", daemonapi.ErrQPNInUse, req.Service, o.id)
+		}
+		next.services[req.Service] = a
+	case daemonapi.OpUnlisten:
+		if next.services[req.Service] != a {
+			return fmt.Errorf("%w: service %#x is not this application's", daemonapi.ErrInvalid, req.Service)
+		}
+		delete(next.services, req.Service)
+	default:
+		return fmt.Errorf("%w: %s on QP1", daemonapi.ErrInvalid, req.Op)
+	}
+	next.first = nil
+	for _, u := range next.users {
+		if next.first == nil || u.id < next.first.id {
+			next.first = u
+		}
+	}
+	d.cm.Store(next)
+	return nil
+}
+
+// dropCM removes a and its services from next.
+func (d *Daemon) dropCM(a *app, next *cmRoutes) {
+	delete(next.users, CommIDPrefix(a.id))
+	maps.DeleteFunc(next.services, func(_ uint64, o *app) bool { return o == a })
+}
+
+// rejectUnrouted answers a REQ that no application takes (none speaks
+// RDMA-CM) with REJ Invalid Service ID, as the kernel's CM answers a
+// request for a service nobody listens on (cm_issue_rej): rdma_cm peers
+// see RDMA_CM_EVENT_REJECTED, status 8, at once. p is the parsed REQ; the
+// REJ goes back the way it came. It runs on the worker, rarely: a REJ
+// per REQ, as the kernel sends.
+func (w *worker) rejectUnrouted(p *wire.Packet) {
+	m := mad.MAD(p.Payload)
+	if len(p.Payload) < mad.Size || m.MgmtClass() != mad.ClassCM || m.AttributeID() != mad.AttrREQ {
+		return
+	}
+	path, err := wire.NewPath(wire.PathFields{SrcMAC: w.d.mac, DstMAC: p.Ethernet().Src(), Src: p.Dst().Unmap(),
+		Dst: p.Src().Unmap(), SrcPort: wire.SourcePort(engine.GSIQPN, engine.GSIQPN)})
+	if err != nil {
+		return
+	}
+	buf := w.sock.TxBuf()
+	if buf == nil {
+		return // the requester sends its REQ again
+	}
+	hl, info := path.HeaderLen(), wire.UDSendOnly.Info()
+	f := buf[:hl+info.HeaderLen+mad.Size+wire.ICRCSize]
+	wire.BTH(f[hl:]).Encode(&wire.BTHFields{Opcode: wire.UDSendOnly, PKey: wire.DefaultPKey, DestQP: engine.GSIQPN, PSN: w.gsiPSN})
+	w.gsiPSN = (w.gsiPSN + 1) & (1<<24 - 1)
+	wire.DETH(f[hl+info.DETH:]).Encode(gsiQKey, engine.GSIQPN)
+	out := mad.MAD(f[hl+info.HeaderLen : hl+info.HeaderLen+mad.Size])
+	clear(out)
+	h := mad.CMHeader(mad.AttrREJ, m.TransactionID())
+	out.EncodeHeader(&h)
+	mad.REJ(out.Data()).Encode(&mad.REJFields{RemoteCommID: mad.REQ(m.Data()).LocalCommID(), MessageRejected: mad.MsgREQ,
+		Reason: mad.RejectInvalidServiceID})
+	path.Finish(f)
+	w.sock.TxSubmit(len(f))
+	w.c.tx.Add(1)
+	w.c.rejected.Add(1)
+}
+
+// gsiQKey is IBA's well-known Q_Key of QP1.
+const gsiQKey = 0x80010000
+
+// detachCM forgets a detaching application's RDMA-CM state (d.mu held).
+func (d *Daemon) detachCM(a *app) {
+	cur := d.cm.Load()
+	if cur == nil || cur.users[CommIDPrefix(a.id)] != a {
+		return
+	}
+	_ = d.cmOp(a, daemonapi.Request{Op: daemonapi.OpDeleteQP, QPN: engine.GSIQPN})
+}
