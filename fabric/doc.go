@@ -31,9 +31,16 @@
 //     PassiveEndpoint listens; a connection request arrives on its EQ as
 //     EventConnReq, whose Info opens the endpoint that Accepts it (or the
 //     passive endpoint Rejects it); Connect and Accept carry private
-//     data. The exchange runs over TCP for now, behind one small seam,
-//     until it moves to RDMA-CM's wire protocol. ConnectQP connects to a
-//     peer whose queue pair facts came out of band (rdma-core's tools).
+//     data. The exchange is RDMA-CM's, on the wire as rdma_cm peers
+//     (rping, MPI, storage stacks) speak it: IB CM MADs on queue pair 1,
+//     which every domain runs (a request for a service nobody listens on
+//     is rejected at once, as Linux does). OptCM selects the older TCP
+//     stand-in instead, which passive endpoints still answer. Private
+//     data carries a length byte in front, as libfabric's verbs provider
+//     frames it (MaxCMData). A passive endpoint listens through a domain
+//     of its fabric open on its device: open the domain first. ConnectQP
+//     connects to a peer whose queue pair facts came out of band
+//     (rdma-core's tools).
 //   - EPDgram: unreliable datagrams on a UD queue pair, up to the path
 //     MTU. Peers are AV entries.
 //   - EPRDM: reliable and unconnected: peers are AV entries, and the

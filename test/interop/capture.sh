@@ -54,4 +54,8 @@ cap read-sf-client-loss  rxe 18516 "perf read --perftest $GIP --port 18516 --siz
 # softfabric's read responses lost (faulty: rxe asks again for the rest of a read)
 cap write-rxe-client-loss sf 18516 "perf write --perftest-server --port 18516 --size 4096 --iters 5" "ib_write_bw -F -d \$DEV -x \$G -p 18516 -s 4096 -n 5 $HIP" "loss 10%"
 cap read-rxe-client-loss  sf 18516 "perf read --perftest-server --port 18516 --size 4096 --iters 5" "ib_read_bw -F -d \$DEV -x \$G -p 18516 -s 4096 -n 5 $HIP" "" "loss=10%"
+# rdma_cm: the CM MADs on QP1 (REQ, MRA where rxe sends one, REP, RTU, then DREQ and DREP) around
+# two rping round trips, each side the active one in turn.
+cap rdmacm-rping-sf-client  rxe cm   "rping -c -a $GIP -p 7174 -C 2 -V -v" "rping -s -a \$IP -p 7174 -v"
+cap rdmacm-rping-rxe-client sf  7174 "rping -s -p 7174 -v" "rping -c -a $HIP -p 7174 -C 2 -V -v"
 ls -la "$OUT"

@@ -37,7 +37,10 @@ gnetem() { # SPEC: netem SPEC on what the guest sends (empty: none); 1 when tc f
 exchange() {
   local name=$1 server=$2 port=$3 t=$4 log=$5 tool=$6 hp i; shift 6
   if [ "$server" = rxe ]; then
-    gjob "$name" "$t" "stdbuf -oL $tool & listening $port; wait \$!"
+    # PORT cm: an rdma_cm server, with no TCP listener to wait for; give it time to listen.
+    local ready="listening $port"
+    [ "$port" = cm ] && ready="sleep 3; : > \$JOB.ready"
+    gjob "$name" "$t" "stdbuf -oL $tool & $ready; wait \$!"
     if ! gready "$name" 30; then HRC=-; GRC=126; return; fi
     timeout -k 5 $((t - 10)) "$@" > "$log" 2>&1 & hp=$!; HOSTPIDS+=($hp)
     wait $hp; HRC=$?

@@ -11,6 +11,7 @@ export LAB_BUILD=${LAB_BUILD:-/tmp/rxelab}
 B=$LAB_BUILD${FLAVOR:+/$FLAVOR}; NS=rxehost; TAP=rxetap0; GIP=198.18.1.2; HIP=198.18.1.1
 SF=${SOFTFABRIC:-$ROOT/bin/softfabric}
 PP_N=${PP_N:-1000} PP_LOSS_N=${PP_LOSS_N:-200} UD_SIZE=${UD_SIZE:-1024} SRQ_Q=${SRQ_Q:-4}
+RP_N=${RP_N:-100} RP_LOSS_N=${RP_LOSS_N:-50}
 BW_SIZE=${BW_SIZE:-65536} BW_N=${BW_N:-200} BW_LOSS_N=${BW_LOSS_N:-100} BW_Q=${BW_Q:-4} ALL_N=${ALL_N:-5}
 # Faults: netem in the guest on what rxe sends, faulty (SOFTFABRIC_DEBUG_LINK_FAULTS) on what
 # softfabric sends (AF_XDP transmit bypasses tc, and this host kernel has no netem).
@@ -88,6 +89,9 @@ runcase() {
   case $kind in
   pp) fig=$(awk '/usec\/iter/ {print $(NF-1) " usec/iter"}' "$h")
       [ -n "$fig" ] || fig=$(awk '/usec\/iter/ {print $(NF-1) " usec/iter"}' "$(gout "$name")") ;;
+  rp) # rping: the pings each side printed ("ping data: ..."), -V checked by the client
+      fig=$(grep -c 'ping data:' "$h")" pings"
+      note="rxe: $(grep -c 'ping data:' "$(gout "$name")") pings; " ;;
   bw) # perftest's table: "#bytes #iterations BW peak BW average MsgRate", MB/sec = MiB/s
       bwfig() { awk '/#bytes/ {t=1; next} t && $1 ~ /^[0-9]+$/ && NF >= 5 {n++; last=$4} END {if (n) printf "%s MiB/s%s", last, (n > 1 ? " (" n " sizes, last)" : "")}' "$1"; }
       fig=$(bwfig "$h"); gfig=$(bwfig "$(gout "$name")")
@@ -136,6 +140,12 @@ for loss in no yes; do
     onecase ud-pingpong-sf-to-rxe    $loss rxe 18515 pp "pingpong --ud -s $UD_SIZE -n $n $GIP" "$UD -n $n"
     onecase ud-pingpong-rxe-to-sf    $loss sf  18515 pp "pingpong --ud -s $UD_SIZE -n $n" "$UD -n $n $HIP"
   fi
+  # rdma_cm: the connection made with IB CM MADs on QP1 (over the loss too), then rping's
+  # exchange (SEND, RDMA READ, RDMA WRITE per ping), checked with -V; then the disconnect.
+  rn=$RP_N; [ $loss = yes ] && rn=$RP_LOSS_N
+  RP="rping -p 7174 -S 64"
+  onecase rping-sf-to-rxe$suf $loss rxe cm rp "rping -c -a $GIP -p 7174 -C $rn -V -v --timeout 60s" "$RP -s -a \$IP -v"
+  onecase rping-rxe-to-sf$suf $loss sf 7174 rp "rping -s -p 7174 -v" "$RP -c -a $HIP -C $rn -V -v"
   onecase srq-pingpong-sf-to-rxe$suf $loss rxe 18515 pp "pingpong --srq -q $SRQ_Q -n $n $GIP" "$SRQ -n $n"
   onecase srq-pingpong-rxe-to-sf$suf $loss sf  18515 pp "pingpong --srq -q $SRQ_Q -n $n" "$SRQ -n $n $HIP"
   for op in write send read atomic; do
