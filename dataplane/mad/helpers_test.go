@@ -30,10 +30,3 @@ func seq(start byte, n int) []byte {
 	}
 	return b
 }
-
-// padded returns b followed by zeros up to n bytes.
-func padded(b []byte, n int) []byte {
-	out := make([]byte, n)
-	copy(out, b)
-	return out
-}

@@ -43,12 +43,8 @@ const (
 	AttrAPR           AttrID = 0x001A
 )
 
-var attrNames = [...]string{
-	AttrREQ - AttrREQ: "REQ", AttrMRA - AttrREQ: "MRA", AttrREJ - AttrREQ: "REJ",
-	AttrREP - AttrREQ: "REP", AttrRTU - AttrREQ: "RTU", AttrDREQ - AttrREQ: "DREQ",
-	AttrDREP - AttrREQ: "DREP", AttrSIDRREQ - AttrREQ: "SIDR_REQ",
-	AttrSIDRREP - AttrREQ: "SIDR_REP", AttrLAP - AttrREQ: "LAP", AttrAPR - AttrREQ: "APR",
-}
+// attrNames are the CM messages' names, in attribute ID order from REQ.
+var attrNames = [...]string{"REQ", "MRA", "REJ", "REP", "RTU", "DREQ", "DREP", "SIDR_REQ", "SIDR_REP", "LAP", "APR"}
 
 // String returns the IBTA name of a CM attribute, or its number.
 func (a AttrID) String() string {

@@ -39,6 +39,14 @@
 //     The loss captures are replayed in virtual time, and the recovery they
 //     show (rxe's sequence NAKs, softfabric's repeated reads, rxe's replayed
 //     read responses) is checked against the capture itself.
+//   - cm_test.go, cm_replay_test.go: the RDMA-CM captures (rping through
+//     rdma_cm both ways, rdmacm-rping-*, and rxe's unanswered REQ in
+//     rdmacm-req.pcap). Every MAD on QP1 parses as a CM message and the
+//     comm IDs, TIDs, QPNs, PSNs and rdma_cm header tie the exchange
+//     together; a fresh ibcm.Agent, configured and driven as fabric drives
+//     it and fed rxe's MADs at their capture times, sends byte for byte
+//     the MADs softfabric sent; rxe's REQ and its retransmissions get a
+//     REJ "invalid service ID" without a listener, one connection with one.
 //
 // fixture_test.go has what they share: loading and describing frames,
 // rebuilding connections and messages from a capture, rewriting rkeys, and
