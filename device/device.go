@@ -515,6 +515,10 @@ type ConnectOptions struct {
 	RNRRetry    uint8 // default 7 (forever)
 	MinRNRTimer uint8 // default 12 (0.64 ms)
 	RdAtomic    uint8 // default 16
+	// FlowLabel is the path's flow label, from which the UDP source port
+	// of the queue pair's packets derives (as rdma_cm's connections set
+	// it); 0: the QPN pair's, as Linux uses when none is set.
+	FlowLabel uint32
 }
 
 // Path builds the L2–L4 header fields for frames from local QP qpn to a
@@ -556,6 +560,9 @@ func (d *Device) ConnectRC(ctx context.Context, q *rc.QP, localPSN uint32, r Rem
 	path, err := d.Path(ctx, r.GID, q.QPN(), r.QPN)
 	if err != nil {
 		return err
+	}
+	if o.FlowLabel != 0 {
+		path.SrcPort = wire.FlowLabelSourcePort(o.FlowLabel)
 	}
 	if cr, ok := d.opts.Registrar.(ConnRegistrar); ok {
 		if err := cr.Connected(q.QPN(), path.Dst, r.QPN); err != nil {

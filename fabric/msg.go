@@ -78,7 +78,7 @@ func (ep *Endpoint) connectRC(ctx context.Context, peer QPInfo, o QPOptions) err
 	return ep.d.exec(ep.w, func() error {
 		return ep.d.dev.ConnectRC(ctx, ep.rcqp, ep.psn, device.Remote{QPN: peer.QPN, PSN: peer.PSN, GID: peer.GID},
 			device.ConnectOptions{PathMTU: o.PathMTU, RdAtomic: o.RdAtomic, Timeout: o.Timeout, RetryCnt: o.RetryCnt,
-				RNRRetry: o.RNRRetry, MinRNRTimer: o.MinRNRTimer})
+				RNRRetry: o.RNRRetry, MinRNRTimer: o.MinRNRTimer, FlowLabel: o.FlowLabel})
 	})
 }
 

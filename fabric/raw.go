@@ -28,6 +28,9 @@ type QPOptions struct {
 	RetryCnt    uint8
 	RNRRetry    uint8
 	MinRNRTimer uint8
+	// FlowLabel is the path's flow label, which the UDP source port
+	// derives from (0: the QPN pair's, as Linux uses when none is set).
+	FlowLabel uint32
 }
 
 // QPInfo describes the endpoint's queue pair (MSG: its RC queue pair and

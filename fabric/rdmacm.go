@@ -444,7 +444,8 @@ func (ep *Endpoint) connectCM(ctx context.Context, addr netip.AddrPort, private 
 	}
 	priv := make([]byte, mad.CMAHeaderSize+1+len(private))
 	h := mad.CMAHeader(priv)
-	h.Encode(&mad.CMAHeaderFields{SrcPort: uint16(ep.rcqp.QPN()), Src: src, Dst: dst})
+	port := uint16(ep.rcqp.QPN()) // rdma_cm's is a bound port; any will do
+	h.Encode(&mad.CMAHeaderFields{SrcPort: port, Src: src, Dst: dst})
 	copy(priv[mad.CMAHeaderSize:], framePrivate(private))
 	o := ep.rcOpts
 	p := ibcm.ConnectParams{
@@ -452,6 +453,9 @@ func (ep *Endpoint) connectCM(ctx context.Context, addr netip.AddrPort, private 
 		LocalGID: lgid.As16(), QPN: ep.rcqp.QPN(), StartingPSN: ep.psn, Transport: mad.TransportRC,
 		ResponderResources: cmRdAtomic, InitiatorDepth: cmRdAtomic, RetryCount: 7, RNRRetryCount: 7,
 		PathMTU: mtuCode(ep.d.ActiveMTU()), PrivateData: priv,
+		// As rdma_cm: the flow label (and so both sides' UDP source port)
+		// from the ports, the same each way.
+		FlowLabel: ibcm.RDMACMFlowLabel(port, addr.Port()),
 	}
 	if o.RetryCnt != 0 {
 		p.RetryCount = o.RetryCnt
@@ -497,6 +501,7 @@ func (ep *Endpoint) connectCM(ctx context.Context, addr netip.AddrPort, private 
 	r := e.Reply
 	o.PathMTU = p.PathMTU.Bytes()
 	o.RdAtomic = rdAtomic(r.ResponderResources)
+	o.FlowLabel = p.FlowLabel
 	if o.RNRRetry == 0 {
 		o.RNRRetry = p.RNRRetryCount
 	}
@@ -523,6 +528,7 @@ func (ep *Endpoint) acceptCM(ctx context.Context, r *connRequest, private []byte
 	o := ep.rcOpts
 	o.PathMTU = min(q.PathMTU.Bytes(), ep.d.ActiveMTU())
 	o.RdAtomic = rdAtomic(q.ResponderResources)
+	o.FlowLabel = q.Primary.FlowLabel
 	if o.RetryCnt == 0 {
 		o.RetryCnt = q.RetryCount
 	}

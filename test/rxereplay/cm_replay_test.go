@@ -250,6 +250,7 @@ func TestCMReplaySoftfabricClient(t *testing.T) {
 				LocalGID: ibcm.GIDFromAddr(sfIP), QPN: qpn, StartingPSN: psn, Transport: mad.TransportRC,
 				ResponderResources: fabricRdAtomic, InitiatorDepth: fabricRdAtomic, RetryCount: 7, RNRRetryCount: 7,
 				PathMTU: fabricMTU(pathMTU), PrivateData: priv,
+				FlowLabel: ibcm.RDMACMFlowLabel(uint16(qpn), rpingPort),
 			})
 			if err != nil {
 				t.Fatalf("%v: Connect: %v", f, err)

@@ -168,9 +168,6 @@ func fixtures(t testing.TB) []string {
 	return names
 }
 
-// rdmacmCapture reports a capture of a connection made with RDMA-CM.
-func rdmacmCapture(name string) bool { return strings.HasPrefix(name, "rdmacm-") }
-
 // load reads and parses a fixture; any frame that does not parse, lacks a
 // direction or has a bad ICRC fails the test. The result is shared and must
 // not be modified.

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/softfabric/softfabric/dataplane/mad"
 	"github.com/softfabric/softfabric/dataplane/psn"
 	"github.com/softfabric/softfabric/dataplane/verbs"
 	"github.com/softfabric/softfabric/dataplane/wire"
@@ -151,30 +152,44 @@ func TestRCSourcePortIsTheQPPairsFlowLabelPort(t *testing.T) {
 	// vector to rdma_get_udp_sport(flow label 0, qpn, dest qpn), the
 	// flow-label hash of the QPN pair; it is symmetric, so both ends of a
 	// connection send from the same port, and softfabric (device.Path)
-	// computes the same one. (Not so for a connection rdma_cm made: rxe
-	// then takes the port from the flow label of the REQ, which rdma_cm
-	// derives from the TCP-like ports; the rdmacm-* captures are checked
-	// in cm_test.go.)
+	// computes the same one. A connection rdma_cm made has a flow label,
+	// the REQ's (from the ports, ibcm.RDMACMFlowLabel): both ends send from
+	// its port instead.
 	for _, name := range fixtures(t) {
-		if rdmacmCapture(name) {
-			continue
-		}
 		c := load(t, name)
+		fl, cm := reqFlowLabel(c)
 		for _, cn := range c.conns(t) {
 			if cn.ud {
 				continue
 			}
-			want := wire.SourcePort(cn.sfQPN, cn.rxeQPN)
+			want, why := wire.SourcePort(cn.sfQPN, cn.rxeQPN), fmt.Sprintf("flow label of QPs %#x and %#x", cn.sfQPN, cn.rxeQPN)
 			if want != wire.SourcePort(cn.rxeQPN, cn.sfQPN) {
 				t.Fatalf("%s: SourcePort is not symmetric for QPs %#x and %#x", name, cn.sfQPN, cn.rxeQPN)
 			}
+			if cm {
+				want, why = wire.FlowLabelSourcePort(fl), fmt.Sprintf("the REQ's flow label %#x", fl)
+			}
 			for _, f := range c.frames {
 				if cn.belongs(f) && f.p.SrcPort() != want {
-					t.Errorf("%s: %v: UDP source port %d, want %d (flow label of QPs %#x and %#x)", name, f, f.p.SrcPort(), want, cn.sfQPN, cn.rxeQPN)
+					t.Errorf("%s: %v: UDP source port %d, want %d (%s)", name, f, f.p.SrcPort(), want, why)
 				}
 			}
 		}
 	}
+}
+
+// reqFlowLabel is the primary path's flow label of the capture's first
+// RDMA-CM REQ, and whether it has one.
+func reqFlowLabel(c *capture) (uint32, bool) {
+	for _, f := range c.frames {
+		if f.p.BTH().DestQP() != 1 || len(f.p.Payload) < mad.Size {
+			continue
+		}
+		if m := mad.MAD(f.p.Payload); m.AttributeID() == mad.AttrREQ {
+			return mad.REQ(m.Data()).Primary().FlowLabel(), true
+		}
+	}
+	return 0, false
 }
 
 func TestUDSourcePorts(t *testing.T) {
@@ -307,13 +322,8 @@ func TestRxeAcknowledgeLayout(t *testing.T) {
 	// the request they answer and no payload. An ACK carries credits 0x1f;
 	// a sequence NAK is syndrome 0x60. The MSN of every ACK and NAK counts
 	// softfabric's messages rxe completed: those ending before the NAKed
-	// PSN, or at or before the ACKed one. (The RC traffic of the rdmacm-*
-	// captures is rping's few messages, whose connections conns cannot
-	// pair by source port: see TestRCSourcePortIsTheQPPairsFlowLabelPort.)
+	// PSN, or at or before the ACKed one.
 	for _, name := range fixtures(t) {
-		if rdmacmCapture(name) {
-			continue
-		}
 		c := load(t, name)
 		for _, cn := range c.conns(t) {
 			msgs := c.messages(t, cn, false)
