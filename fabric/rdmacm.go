@@ -39,6 +39,9 @@ const (
 	cmRdAtomic = 16
 	// cmBacklog bounds the requests a listener holds unanswered.
 	cmBacklog = 128
+	// cmIdlePoll is how often an idle manual-progress domain's connection
+	// manager looks at QP1.
+	cmIdlePoll = 20 * time.Millisecond
 )
 
 // cmService is a domain's connection manager.
@@ -54,9 +57,25 @@ type cmService struct {
 	// Owned by the service's goroutine.
 	conns     map[ibcm.ID]*rcmConn
 	listeners map[uint64]*PassiveEndpoint
-	ahs       map[netip.Addr]*verbs.AddressHandle
+	ahs       map[netip.Addr]cmPath
 	in        []gsiMAD
 }
+
+// cmPath is a peer's resolved GSI address, or the failure to resolve it,
+// until a time (the service's clock).
+type cmPath struct {
+	ah    *verbs.AddressHandle // nil: resolution failed
+	until int64
+}
+
+// How long a resolved peer, and a failed resolution, are remembered. The
+// failures keep a flood of requests from addresses nobody answers for
+// from stalling the service a second each.
+const (
+	cmPathTTL   = int64(30 * time.Second)
+	cmNoPathTTL = int64(5 * time.Second)
+	cmMaxPaths  = 1024
+)
 
 // rcmConn is one connection's RDMA-CM side.
 type rcmConn struct {
@@ -88,7 +107,7 @@ func (d *Domain) cm() (*cmService, error) {
 	}
 	s := &cmService{d: d, g: g, epoch: time.Now(), calls: make(chan func()), stop: make(chan struct{}),
 		done: make(chan struct{}), conns: map[ibcm.ID]*rcmConn{}, listeners: map[uint64]*PassiveEndpoint{},
-		ahs: map[netip.Addr]*verbs.AddressHandle{}}
+		ahs: map[netip.Addr]cmPath{}}
 	cfg := ibcm.Config{LocalGUID: nodeGUID(d.dev.MAC()), Send: s.send, Event: s.event}
 	if gid, ok := d.dev.GID(d.info.Src); ok {
 		cfg.LocalGID = gid.As16()
@@ -149,11 +168,14 @@ func (s *cmService) run() {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	// With manual progress nobody may be driving worker 0 while the
-	// application waits for a connection: the service drives it itself,
-	// every millisecond while it has listeners or connections.
+	// application waits for a connection, or does not use the domain at
+	// all: the service drives it itself, every millisecond while it has
+	// listeners or connections, else every cmIdlePoll (a request for a
+	// service nobody listens on is still rejected, a little later).
 	var poll *time.Ticker
+	period := cmIdlePoll
 	if s.d.manual {
-		poll = time.NewTicker(time.Millisecond)
+		poll = time.NewTicker(period)
 		defer poll.Stop()
 	}
 	for {
@@ -164,7 +186,15 @@ func (s *cmService) run() {
 			timer.Reset(time.Hour)
 		}
 		var tick <-chan time.Time
-		if poll != nil && (len(s.listeners) > 0 || len(s.conns) > 0) {
+		if poll != nil {
+			want := cmIdlePoll
+			if len(s.listeners) > 0 || len(s.conns) > 0 {
+				want = time.Millisecond
+			}
+			if want != period {
+				period = want
+				poll.Reset(period)
+			}
 			tick = poll.C
 		}
 		select {
@@ -203,22 +233,24 @@ func (s *cmService) do(f func() error) error {
 
 // send hands a MAD to the GSI (the agent's Send callback).
 func (s *cmService) send(to ibcm.Peer, m []byte) {
-	a := to.Addr()
-	ah := s.ahs[a]
-	if ah == nil {
+	a, now := to.Addr(), s.now()
+	p, ok := s.ahs[a]
+	if !ok || now >= p.until {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		var err error
-		ah, err = s.g.addressHandle(ctx, a)
+		ah, err := s.g.addressHandle(ctx, a)
 		cancel()
+		p = cmPath{ah: ah, until: now + cmPathTTL}
 		if err != nil {
-			return // the agent sends again; the peer's own retries too
+			p = cmPath{until: now + cmNoPathTTL}
 		}
-		if len(s.ahs) > 1024 {
+		if len(s.ahs) >= cmMaxPaths {
 			clear(s.ahs)
 		}
-		s.ahs[a] = ah
+		s.ahs[a] = p
 	}
-	s.g.send(ah, m)
+	if p.ah != nil {
+		s.g.send(p.ah, m)
+	} // else: the agent sends again; the peer's own retries too
 }
 
 // event takes the agent's events (on the service's goroutine).
