@@ -483,13 +483,19 @@ func daemonApps(t *testing.T, h *netnstest.Host) int { return len(daemonAppStats
 // --json` shows them.
 func daemonAppStats(t *testing.T, h *netnstest.Host) []daemonapi.AppStats {
 	t.Helper()
+	return daemonStats(t, h).Apps
+}
+
+// daemonStats is what `status --json` shows of h's daemon.
+func daemonStats(t *testing.T, h *netnstest.Host) *daemonapi.Stats {
+	t.Helper()
 	var st []struct {
 		Daemon *daemonapi.Stats `json:"daemon"`
 	}
 	if err := json.Unmarshal([]byte(mustSF(t, h, "status", h.Iface, "--json")), &st); err != nil || len(st) != 1 || st[0].Daemon == nil {
 		t.Fatalf("status: %v", err)
 	}
-	return st[0].Daemon.Apps
+	return st[0].Daemon
 }
 
 // TestDaemonMetrics: `up --metrics ADDR` serves Prometheus metrics: the

@@ -31,6 +31,17 @@ func sfWithin(t *testing.T, h *netnstest.Host, d time.Duration, args ...string) 
 	}
 }
 
+// daemonCMRejects is how many RDMA-CM requests h's daemon rejected
+// itself, as `status --json` shows them.
+func daemonCMRejects(t *testing.T, h *netnstest.Host) uint64 {
+	t.Helper()
+	n := uint64(0)
+	for _, w := range daemonStats(t, h).Workers {
+		n += w.CMRejects
+	}
+	return n
+}
+
 // rpingData is rping's line for ping n at its default size (64): the
 // ping's number, then 50 of the characters 'A' to 'z', rotating.
 func rpingData(prefix string, n int) string {
@@ -104,6 +115,11 @@ func TestRping(t *testing.T) {
 	if r.code != 1 || r.out != "" || strings.Count(r.err, "\n") != 1 ||
 		!strings.Contains(r.err, "RDMA_CM_EVENT_REJECTED: no rping server at "+server+":7175") || time.Since(start) > 5*time.Second {
 		t.Fatalf("no server, after %v: %+v", time.Since(start), r)
+	}
+	// With no application of its own speaking RDMA-CM, B's daemon itself
+	// rejected the request.
+	if n := daemonCMRejects(t, p.B); n < 1 {
+		t.Errorf("B's daemon counts %d rejected requests, want at least 1", n)
 	}
 	// Nobody has the address.
 	start = time.Now()

@@ -30,6 +30,7 @@ var (
 	descWorkerTx   = desc("worker_tx_frames_total", "Frames a daemon worker sent on its queue's AF_XDP socket.", "iface", "queue")
 	descWorkerDrop = desc("worker_dropped_frames_total", "Frames a daemon worker dropped, by reason.", "iface", "queue", "reason")
 	descWorkerIdle = desc("worker_sleeps_total", "Times a daemon worker slept idle.", "iface", "queue")
+	descCMRejects  = desc("cm_rejects_total", "RDMA-CM connection requests no application took, rejected by the daemon (Invalid Service ID).", "iface", "queue")
 	descApps       = desc("applications", "Applications attached to the daemon.", "iface")
 	descAppQPs     = desc("application_qps", "Queue pair numbers an application holds.", "iface", "app", "pid", "name")
 	descAppFrames  = desc("application_frames_total", "Frames delivered to (rx) and sent for (tx) an application.", "iface", "app", "pid", "name", "direction")
@@ -38,7 +39,7 @@ var (
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descVerdicts, descWorkerRx, descWorkerTx, descWorkerDrop, descWorkerIdle, descApps, descAppQPs, descAppFrames, descAppDrop, descTransport} {
+	for _, d := range []*prometheus.Desc{descVerdicts, descWorkerRx, descWorkerTx, descWorkerDrop, descWorkerIdle, descCMRejects, descApps, descAppQPs, descAppFrames, descAppDrop, descTransport} {
 		ch <- d
 	}
 }
@@ -67,6 +68,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descWorkerDrop, w.Malformed, iface, q, "malformed")
 		counter(descWorkerDrop, w.RingFulls, iface, q, "ring_full")
 		counter(descWorkerIdle, w.Sleeps, iface, q)
+		counter(descCMRejects, w.CMRejects, iface, q)
 	}
 	ch <- prometheus.MustNewConstMetric(descApps, prometheus.GaugeValue, float64(len(st.Apps)), iface)
 	for _, a := range st.Apps {
