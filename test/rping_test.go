@@ -2,6 +2,7 @@ package test
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -129,4 +130,53 @@ func TestRping(t *testing.T) {
 		t.Fatalf("no host, after %v: %+v", time.Since(start), r)
 	}
 	t.Logf("no host: %s", r.err)
+}
+
+// TestRpingUnderLoss: both sides lose a fifth of what they send (the
+// connection manager's MADs included: REQ, REP, RTU, DREQ, DREP are sent
+// again on their timeouts) and duplicate some, through their daemons; 10
+// pings still complete, each checked.
+func TestRpingUnderLoss(t *testing.T) {
+	p := setup(t, netnstest.Options{}, false)
+	up(t, p.A, p.B)
+	faults := "SOFTFABRIC_DEBUG_LINK_FAULTS=loss=20%,dup=5%"
+	srv := p.B.Command(sfBin, "rping", "-s", "--iface", p.B.Iface)
+	srv.Env = append(os.Environ(), faults)
+	var serr syncBuffer
+	srv.Stderr = &serr
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	srvDone := make(chan error, 1)
+	go func() { srvDone <- srv.Wait() }()
+	t.Cleanup(func() {
+		if srv.ProcessState == nil {
+			_ = srv.Process.Kill()
+			<-srvDone
+		}
+	})
+	var out, errb string
+	code := -1
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		cli := p.A.Command(sfBin, "rping", "-c", "-a", p.B.Addr.Addr().String(), "-C", "10", "-V", "--timeout", "30s", "--iface", p.A.Iface)
+		cli.Env = append(os.Environ(), faults)
+		var o, e syncBuffer
+		cli.Stdout, cli.Stderr = &o, &e
+		err := cli.Run()
+		out, errb, code = o.String(), e.String(), cli.ProcessState.ExitCode()
+		if err == nil || !strings.Contains(errb, "RDMA_CM_EVENT_REJECTED") {
+			break // rejected: the server was not listening yet
+		}
+	}
+	if code != 0 || errb != "client DISCONNECT EVENT...\n" {
+		t.Fatalf("client: exit %d\nstdout:\n%s\nstderr:\n%s\nserver:\n%s", code, out, errb, serr.String())
+	}
+	select {
+	case err := <-srvDone:
+		if err != nil {
+			t.Fatalf("server: %v\n%s", err, serr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("server did not finish:\n%s", serr.String())
+	}
 }
