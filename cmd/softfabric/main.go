@@ -35,6 +35,11 @@ Commands:
                                             --srq [-q N]: ibv_srq_pingpong
   rping -s|-c [flags] [--iface IFACE]       librdmacm's rping: -s serves, -c -a SERVER [-C N] [-v] [-V]
                                             pings it (RDMA read and write of checked data)
+  ucmatose [-s SERVER] [flags] [--iface IFACE]
+                                            librdmacm's ucmatose: serves without -s, connects with it;
+                                            -c connections, -C messages of -S bytes each way on each
+  rdma_server [-s ADDR] [-p PORT]           librdmacm's rdma_server and rdma_client: one 16-byte
+  rdma_client -s SERVER [-p PORT]           message each way over RDMA-CM
   version                                   print the version
   help [COMMAND]                            print this help, or a command's flags
 
