@@ -1,4 +1,12 @@
-// Package hfidev will drive Omni-Path/CN5000 HFI receive and send contexts
-// through the hfi1 user API, as a link and a verbs backend beside the
-// software one. Not built yet.
+// Package hfidev drives Omni-Path (WFR) and CN5000 (JKR) HFI contexts
+// through the hfi1 driver's user API, /dev/hfi1_N, as OPX and PSM2 do.
+//
+// Everything goes through the system-call seam in hfidev/sys: sys.Unix on
+// a real device node, or a modeled unit from hfidev/model. OpenContext runs
+// the driver's set-up sequence on either; OpenUnit uses the real device and
+// only when its node exists — the model is never substituted for it.
+// The ABI itself (structures, ioctl numbers, tokens, bit fields) lives in
+// hfidev/abi. So far context set-up and PIO send exist; receive, SDMA and
+// TID do not yet. Hardware support is verified against the model only; see
+// docs/hfidev.md.
 package hfidev

@@ -1,0 +1,53 @@
+package sys
+
+import (
+	"errors"
+	"sync/atomic"
+	"unsafe"
+)
+
+// ErrMisaligned is returned by NewMemRegion for memory that does not start
+// on an 8-byte boundary.
+var ErrMisaligned = errors.New("sys: region not 8-byte aligned")
+
+// MemRegion is a Region over ordinary bytes: an mmap'd mapping on the real
+// device, a Go slice in the model.
+type MemRegion struct {
+	b []byte
+}
+
+// NewMemRegion wraps b, which must start 8-byte aligned.
+func NewMemRegion(b []byte) (*MemRegion, error) {
+	if len(b) > 0 && uintptr(unsafe.Pointer(&b[0]))%8 != 0 {
+		return nil, ErrMisaligned
+	}
+	return &MemRegion{b: b}, nil
+}
+
+// Len implements Region.
+func (r *MemRegion) Len() int { return len(r.b) }
+
+// Bytes implements Region.
+func (r *MemRegion) Bytes() []byte { return r.b }
+
+func (r *MemRegion) word(off int) *uint64 {
+	if off%8 != 0 {
+		panic("sys: misaligned region offset")
+	}
+	_ = r.b[off+7]
+	return (*uint64)(unsafe.Pointer(&r.b[off]))
+}
+
+// Load64 implements Region.
+func (r *MemRegion) Load64(off int) uint64 { return atomic.LoadUint64(r.word(off)) }
+
+// Store64 implements Region.
+func (r *MemRegion) Store64(off int, v uint64) { atomic.StoreUint64(r.word(off), v) }
+
+// StoreBlock implements Region.
+func (r *MemRegion) StoreBlock(off int, blk *[8]uint64) {
+	_ = r.b[off+63]
+	for i, v := range blk {
+		atomic.StoreUint64(r.word(off+8*i), v)
+	}
+}
