@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"slices"
@@ -36,6 +37,7 @@ type perfOpts struct {
 	timeout  time.Duration
 	perftest string
 	ptServer bool
+	rdmaCM   bool
 	all      bool
 	atomic   string
 	cpus     string
@@ -51,12 +53,13 @@ func perfFlagSet(o *perfOpts) *flag.FlagSet {
 	fs.IntVar(&o.qps, "qps", 1, "queue pairs (perftest's -q)")
 	fs.BoolVar(&o.lat, "lat", false, "measure latency (one request in flight) instead of bandwidth")
 	fs.BoolVar(&o.json, "json", false, "print JSON")
-	fs.IntVar(&o.port, "port", perf.DefaultPort, "TCP port of the out-of-band exchange")
+	fs.IntVar(&o.port, "port", perf.DefaultPort, "TCP port of the out-of-band exchange (with --rdma-cm: the RDMA-CM port, rdma_cm's TCP port space)")
 	fs.IntVar(&o.mtu, "mtu", 0, "path MTU: 256, 512, 1024, 2048 or 4096 (default: the largest the link allows)")
 	fs.BoolVar(&o.compare, "compare", false, "client: also run the raw AF_XDP and UDP socket baselines at the same size, in the same run")
 	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up after this long")
 	fs.StringVar(&o.perftest, "perftest", "", "client: run write, read, send or atomic against an unmodified perftest server (ib_write_bw, ib_read_bw, ib_send_bw, ib_atomic_bw) at this host, speaking perftest's exchange and printing perftest's table (MB/sec meaning MiB/s); perftest exchanges none of the test's parameters, so --qps and --all, and for send --size and --iters, must match the server's -q, -a, -s, -n (--iters and --qps as perftest counts them: --iters on each QP)")
 	fs.BoolVar(&o.ptServer, "perftest-server", false, "serve one unmodified perftest client (ib_write_bw, ib_read_bw, ib_send_bw, ib_atomic_bw -F -x GID_INDEX [-p PORT] SERVER) as perftest's server does, print perftest's table, then exit; perftest exchanges none of the test's parameters, so --qps and --all, for send --size and --iters (receives counted on each QP), and for write and read a --size at least the client's -s, must match the client's -q, -a, -s, -n")
+	fs.BoolVar(&o.rdmaCM, "rdma-cm", false, "with --perftest or --perftest-server: perftest's RDMA-CM mode (ib_*_bw -R): the exchange and every QP connect over RDMA-CM on --port (no TCP); the peer must give -R too")
 	fs.BoolVar(&o.all, "all", false, "with --perftest or --perftest-server: perftest's -a, every size from 2 B to 8 MiB (write, read, send); both sides must give it")
 	fs.StringVar(&o.atomic, "atomic-type", "FETCH_AND_ADD", "with --perftest or --perftest-server, atomic: perftest's -A, FETCH_AND_ADD or CMP_AND_SWAP")
 	fs.StringVar(&o.cpus, "cpus", "", "pin the device's workers, one per queue, to these CPUs in turn (a list like 0-3,8; default: not pinned)")
@@ -181,7 +184,7 @@ func cmdPerf(args []string, stdout, stderr io.Writer) error {
 // that their options come with one of them.
 func checkPerftestFlags(pos []string, o perfOpts) error {
 	if o.perftest == "" && !o.ptServer {
-		for _, f := range []string{"all", "atomic-type"} {
+		for _, f := range []string{"all", "atomic-type", "rdma-cm"} {
 			if o.set[f] {
 				return usagef("--%s is for --perftest and --perftest-server", f)
 			}
@@ -263,7 +266,13 @@ func runPerftest(ctx context.Context, d *perf.Device, op string, o perfOpts, std
 		server = net.JoinHostPort(server, strconv.Itoa(o.port))
 	}
 	cfg := perftestConfig(op, o)
-	run, err := perf.RunPerftest(ctx, d, server, cfg)
+	var run perf.PerftestOutcome
+	var err error
+	if o.rdmaCM {
+		run, err = perf.RunPerftestCM(ctx, d, server, cfg)
+	} else {
+		run, err = perf.RunPerftest(ctx, d, server, cfg)
+	}
 	if err != nil {
 		return err
 	}
@@ -279,14 +288,22 @@ func runPerftest(ctx context.Context, d *perf.Device, op string, o perfOpts, std
 
 // servePerftest answers one unmodified perftest BW client.
 func servePerftest(ctx context.Context, d *perf.Device, op string, o perfOpts, stdout, stderr io.Writer) error {
-	ln, err := net.Listen("tcp", ":"+strconv.Itoa(o.port))
-	if err != nil {
-		return err
-	}
-	defer ln.Close()
 	cfg := perftestConfig(op, o)
-	fmt.Fprintf(stderr, "softfabric perf: waiting for a perftest client (ib_%s_bw) on port %d (%s)\n", op, o.port, o.iface)
-	sv, err := perf.ServePerftest(ctx, d, ln, cfg)
+	var sv perf.PerftestOutcome
+	var err error
+	if o.rdmaCM {
+		sv, err = perf.ServePerftestCM(ctx, d, uint16(o.port), cfg, func(at netip.AddrPort) {
+			fmt.Fprintf(stderr, "softfabric perf: waiting for a perftest client (ib_%s_bw -R) on RDMA-CM port %d (%s, %v)\n", op, o.port, o.iface, at.Addr())
+		})
+	} else {
+		var ln net.Listener
+		if ln, err = net.Listen("tcp", ":"+strconv.Itoa(o.port)); err != nil {
+			return err
+		}
+		defer ln.Close()
+		fmt.Fprintf(stderr, "softfabric perf: waiting for a perftest client (ib_%s_bw) on port %d (%s)\n", op, o.port, o.iface)
+		sv, err = perf.ServePerftest(ctx, d, ln, cfg)
+	}
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,8 @@ func TestPerftestFlags(t *testing.T) {
 		{[]string{"write", "--perftest", "h", "--atomic-type", "CMP_AND_SWAP"}, "--atomic-type is for atomic"},
 		{[]string{"atomic", "--perftest-server", "--atomic-type", "SWAP"}, "want FETCH_AND_ADD or CMP_AND_SWAP"},
 		{[]string{"write", "--all"}, "--all is for --perftest and --perftest-server"},
+		{[]string{"write", "--rdma-cm"}, "--rdma-cm is for --perftest and --perftest-server"},
+		{[]string{"write", "--rdma-cm", "h"}, "--rdma-cm is for --perftest and --perftest-server"},
 		{[]string{"write", "--perftest-server", "h"}, "takes no server address"},
 		{[]string{"write", "--perftest-server", "--perftest", "h"}, "choose one"},
 		{[]string{"udp", "--perftest-server"}, "runs write, read, send or atomic"},

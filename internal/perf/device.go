@@ -48,10 +48,15 @@ func pow2(n int) int {
 	return p
 }
 
-// open opens a domain for a test whose exchange runs from local, with
-// endpoints of type t whose queues hold tx and rx operations.
+// open opens a domain for a test whose exchange runs from local (the
+// device's first address if invalid), with endpoints of type t whose
+// queues hold tx and rx operations.
 func (dv *Device) open(ctx context.Context, local netip.Addr, t fabric.EPType, p fabric.Progress, tx, rx int) (*fab, error) {
-	hints := &fabric.Hints{Provider: fabric.ProviderSoftfabric, EPType: t, Node: local.String(),
+	node := ""
+	if local.IsValid() {
+		node = local.String()
+	}
+	hints := &fabric.Hints{Provider: fabric.ProviderSoftfabric, EPType: t, Node: node,
 		Domain: fabric.DomainAttr{Progress: p, Threading: fabric.ThreadDomain},
 		TX:     fabric.TxAttr{Size: tx}, RX: fabric.RxAttr{Size: rx}}
 	if p == fabric.ProgressAuto {
@@ -116,3 +121,14 @@ func (fb *fab) drainUntil(t time.Time) {
 
 // activeMTU is the largest path MTU the device's link carries.
 func (dv *Device) activeMTU() (int, error) { return dv.dev.ActiveMTU(), nil }
+
+// ipv4 is the device's first IPv4 address (as rdma_cm peers reach it:
+// perftest's RDMA-CM mode is IPv4 only), invalid if it has none.
+func (dv *Device) ipv4() netip.Addr {
+	for _, g := range dv.dev.GIDs() {
+		if g.Is4In6() || g.Is4() {
+			return g.Unmap()
+		}
+	}
+	return netip.Addr{}
+}

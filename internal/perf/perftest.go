@@ -230,31 +230,40 @@ func RunPerftest(ctx context.Context, d *Device, server string, cfg PerftestConf
 	if err := perftest.CheckGIDs(gid, theirs, "server"); err != nil {
 		return run, err
 	}
-	peers := make([]qpInfo, cfg.QPs)
 	for i, ep := range s.eps {
 		t := theirs[i]
-		peers[i] = qpInfo{QPN: t.QPN, PSN: t.PSN, GID: t.GID, RKey: t.RKey, VA: t.VA}
 		// ctx_connect: the initiator depth is the peer's out_reads.
 		rd := uint8(min(ptOutReads, max(t.OutReads, 1)))
 		if err := ep.ConnectQP(ctx, t.QPInfo, fabric.QPOptions{PathMTU: p.MTU, RdAtomic: rd}); err != nil {
 			return run, fmt.Errorf("connecting QP %d: %w", mine[i].QPN, err)
 		}
 	}
+	err = ptClientTest(ctx, &run, c, fb, s, cfg, p, mine, theirs)
+	return run, err
+}
+
+// ptClientTest is the client's exchange and test once its QPs are
+// connected and the keys exchanged once: the same over TCP and RDMA-CM.
+func ptClientTest(ctx context.Context, run *PerftestOutcome, c *perftest.Conn, fb *fab, s *session, cfg PerftestConfig, p perftest.Prelude, mine, theirs []perftest.Dest) error {
+	peers := make([]qpInfo, cfg.QPs)
+	for i, t := range theirs {
+		peers[i] = qpInfo{QPN: t.QPN, PSN: t.PSN, GID: t.GID, RKey: t.RKey, VA: t.VA}
+	}
 	barrier := func(what string) error { return c.Barrier(what, mine[0]) }
 	send := cfg.Op == "send"
 	if send {
 		if err := barrier("after connect"); err != nil {
-			return run, err
+			return err
 		}
 		if _, err := c.Keys("QP keys again", mine); err != nil {
-			return run, err
+			return err
 		}
 	} else {
 		if _, err := c.Keys("QP keys again", mine); err != nil {
-			return run, err
+			return err
 		}
 		if err := barrier("after RTR"); err != nil {
-			return run, err
+			return err
 		}
 	}
 
@@ -262,18 +271,18 @@ func RunPerftest(ctx context.Context, d *Device, server string, cfg PerftestConf
 		if send {
 			// The server has posted its receives for this size.
 			if err := barrier(fmt.Sprintf("receives posted (%d bytes)", size)); err != nil {
-				return run, err
+				return err
 			}
 		}
 		res, line, err := s.ptRun(ctx, cfg, size, p.MTU, peers)
 		if err != nil {
-			return run, err
+			return err
 		}
 		run.Results = append(run.Results, res)
 		run.Lines = append(run.Lines, line)
 		if send && cfg.All {
 			if err := barrier(fmt.Sprintf("after %d bytes", size)); err != nil {
-				return run, err
+				return err
 			}
 		}
 	}
@@ -283,17 +292,17 @@ func RunPerftest(ctx context.Context, d *Device, server string, cfg PerftestConf
 
 	if !send {
 		if err := barrier("end of test"); err != nil {
-			return run, err
+			return err
 		}
 		last := run.Lines[len(run.Lines)-1]
 		rep := perftest.Report{Size: last.Bytes, Iters: last.Iters, BWPeak: last.BWPeak, BWAvg: last.BWAvg, MsgRate: last.MsgRate}
 		if err := c.ExchangeReport(rep, p.RV); err != nil {
-			return run, err
+			return err
 		}
 	}
 	if err := barrier("close"); err != nil {
-		return run, err
+		return err
 	}
 	c.Finish()
-	return run, nil
+	return nil
 }

@@ -149,6 +149,14 @@ func ServePerftest(ctx context.Context, d *Device, l net.Listener, cfg PerftestC
 		}
 	}
 
+	err = ptServerTest(&sv, c, s, cfg, p, mine)
+	return sv, err
+}
+
+// ptServerTest is the server's exchange and test once its QPs are
+// connected and the keys exchanged once: the same over TCP and RDMA-CM.
+func ptServerTest(sv *PerftestOutcome, c *perftest.Conn, s *session, cfg PerftestConfig, p perftest.Prelude, mine []perftest.Dest) error {
+	var err error
 	srv := &ptServe{c: c}
 	barrier := func(what string, to time.Duration) error {
 		return srv.barrier(what, mine[0], to)
@@ -163,38 +171,38 @@ func ServePerftest(ctx context.Context, d *Device, l net.Listener, cfg PerftestC
 	}
 	if cfg.Op == "send" {
 		if err := barrier("after connect", c.Timeout); err != nil {
-			return sv, err
+			return err
 		}
 		if err := keysAgain(); err != nil {
-			return sv, err
+			return err
 		}
 		if sv.Lines, err = srv.receive(s, cfg, mine[0]); err != nil {
-			return sv, err
+			return err
 		}
 		if cfg.All {
 			if err := barrier("close", c.Timeout); err != nil {
-				return sv, err
+				return err
 			}
 		}
 	} else {
 		if err := keysAgain(); err != nil {
-			return sv, err
+			return err
 		}
 		if err := barrier("after RTR", c.Timeout); err != nil {
-			return sv, err
+			return err
 		}
 		// The test runs; the client's next message says it has finished,
 		// whenever that is.
 		if err := barrier("end of test", 0); err != nil {
-			return sv, err
+			return err
 		}
 		rep, err := srv.report(p.RV)
 		if err != nil {
-			return sv, err
+			return err
 		}
 		sv.Lines = []PerftestLine{{Bytes: rep.Size, Iters: rep.Iters, BWPeak: rep.BWPeak, BWAvg: rep.BWAvg, MsgRate: rep.MsgRate}}
 		if err := barrier("close", c.Timeout); err != nil {
-			return sv, err
+			return err
 		}
 	}
 	c.Finish()
@@ -205,7 +213,7 @@ func ServePerftest(ctx context.Context, d *Device, l net.Listener, cfg PerftestC
 		}
 		sv.Results = append(sv.Results, r)
 	}
-	return sv, nil
+	return nil
 }
 
 // report is the server's half of xchg_bw_reports: it reads the client's
@@ -225,9 +233,9 @@ func (sv *ptServe) report(remote float64) (perftest.Report, error) {
 
 // barrier is the server's half of Conn.Barrier.
 func (sv *ptServe) barrier(what string, me perftest.Dest, to time.Duration) error {
-	rem, err := sv.xchg(what, me.Marshal(), to)
+	rem, err := sv.xchg(what, sv.c.MarshalKey(me), to)
 	if err == nil {
-		_, err = perftest.ParseDest(rem)
+		_, err = sv.c.ParseKey(rem)
 	}
 	return err
 }
@@ -255,7 +263,7 @@ func (sv *ptServe) receive(s *session, cfg PerftestConfig, me perftest.Dest) ([]
 		if !cfg.All {
 			what = "close"
 		}
-		next := sv.c.ReadAsync(what, perftest.KeyMsgSize, 0)
+		next := sv.c.ReadAsync(what, sv.c.KeySize(), 0)
 		var early *perftest.Msg
 		err := sv.poll(func() (bool, error) {
 			select {
@@ -309,10 +317,10 @@ func (sv *ptServe) answer(what string, next <-chan perftest.Msg, early *perftest
 	if err := sv.checkCount(rcv, want, cfg); err != nil {
 		return err
 	}
-	if _, err := perftest.ParseDest(rem); err != nil {
+	if _, err := sv.c.ParseKey(rem); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	return sv.c.Write(what, me.Marshal())
+	return sv.c.Write(what, sv.c.MarshalKey(me))
 }
 
 func (sv *ptServe) checkCount(rcv *ptReceiver, want int, cfg PerftestConfig) error {

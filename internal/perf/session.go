@@ -77,25 +77,39 @@ func newSessionOn(fb *fab, w, size int, selective bool, neps int) (*session, err
 // addEP opens, binds and enables one more endpoint on the session's
 // worker.
 func (s *session) addEP() error {
-	ep, err := s.fb.dom.Endpoint(&s.fb.info)
+	ep, err := s.newEP(&s.fb.info, nil)
 	if err != nil {
 		return err
+	}
+	s.eps = append(s.eps, ep)
+	return nil
+}
+
+// newEP opens, binds and enables an endpoint for info (the domain's
+// offer, or a connection request's) on the session's worker, its events
+// to eq if not nil.
+func (s *session) newEP(info *fabric.Info, eq *fabric.EQ) (*fabric.Endpoint, error) {
+	ep, err := s.fb.dom.Endpoint(info)
+	if err != nil {
+		return nil, err
 	}
 	var f fabric.Flags
 	if s.selective {
 		f = fabric.FlagSelectiveCompletion
 	}
 	if err = ep.SetOption(fabric.OptWorker, s.worker); err == nil {
-		if err = ep.Bind(s.cq, f); err == nil {
+		if err = ep.Bind(s.cq, f); err == nil && eq != nil {
+			err = ep.Bind(eq, 0)
+		}
+		if err == nil {
 			err = ep.Enable()
 		}
 	}
 	if err != nil {
 		_ = ep.Close()
-		return err
+		return nil, err
 	}
-	s.eps = append(s.eps, ep)
-	return nil
+	return ep, nil
 }
 
 func (s *session) close() {

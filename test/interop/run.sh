@@ -4,7 +4,8 @@
 # runs softfabric in netns rxehost on rxetap0, prints a PASS/FAIL table and takes everything down.
 # Env: LAB_BUILD (default /tmp/rxelab), ONLY (regexp of case names to run), KEEP_UP=1 (leave the
 # guest and softfabric up afterwards), NETEM / SFFAULTS (the faults of the -loss5 rows, each
-# direction; empty: none), sizes: PP_N, PP_LOSS_N, BW_SIZE, BW_N, BW_LOSS_N.
+# direction; empty: none), sizes: PP_N, PP_LOSS_N, BW_SIZE, BW_N, BW_LOSS_N, BW_R_LOSS_N, RP_N,
+# RP_LOSS_N.
 set -uo pipefail
 D=$(cd "$(dirname "$0")" && pwd); ROOT=$(cd "$D/../.." && pwd)
 export LAB_BUILD=${LAB_BUILD:-/tmp/rxelab}
@@ -13,6 +14,7 @@ SF=${SOFTFABRIC:-$ROOT/bin/softfabric}
 PP_N=${PP_N:-1000} PP_LOSS_N=${PP_LOSS_N:-200} UD_SIZE=${UD_SIZE:-1024} SRQ_Q=${SRQ_Q:-4}
 RP_N=${RP_N:-100} RP_LOSS_N=${RP_LOSS_N:-50}
 BW_SIZE=${BW_SIZE:-65536} BW_N=${BW_N:-200} BW_LOSS_N=${BW_LOSS_N:-100} BW_Q=${BW_Q:-4} ALL_N=${ALL_N:-5}
+BW_R_LOSS_N=${BW_R_LOSS_N:-20}
 # Faults: netem in the guest on what rxe sends, faulty (SOFTFABRIC_DEBUG_LINK_FAULTS) on what
 # softfabric sends (AF_XDP transmit bypasses tc, and this host kernel has no netem).
 # Either set empty turns that direction's faults off.
@@ -92,6 +94,13 @@ runcase() {
   rp) # rping: the pings each side printed ("ping data: ..."), -V checked by the client
       fig=$(grep -c 'ping data:' "$h")" pings"
       note="rxe: $(grep -c 'ping data:' "$(gout "$name")") pings; " ;;
+  uc) # ucmatose: both sides through their transfers and the disconnect, "return status 0"
+      grep -q '^data transfers complete' "$h" && grep -q '^return status 0' "$h" &&
+        fig="transfers complete"
+      note="rxe: $(grep -E '^(data transfers complete|return status)' "$(gout "$name")" | paste -sd ',' -); " ;;
+  rd) # rdma_server / rdma_client: "rdma_server: end 0" / "rdma_client: end 0"
+      fig=$(grep -Eo '^rdma_(server|client): end 0$' "$h")
+      note="rxe: $(grep -Eo '^rdma_(server|client): end -?[0-9]+' "$(gout "$name")"); " ;;
   bw) # perftest's table: "#bytes #iterations BW peak BW average MsgRate", MB/sec = MiB/s
       bwfig() { awk '/#bytes/ {t=1; next} t && $1 ~ /^[0-9]+$/ && NF >= 5 {n++; last=$4} END {if (n) printf "%s MiB/s%s", last, (n > 1 ? " (" n " sizes, last)" : "")}' "$1"; }
       fig=$(bwfig "$h"); gfig=$(bwfig "$(gout "$name")")
@@ -146,6 +155,15 @@ for loss in no yes; do
   RP="rping -p 7174 -S 64"
   onecase rping-sf-to-rxe$suf $loss rxe cm rp "rping -c -a $GIP -p 7174 -C $rn -V -v --timeout 60s" "$RP -s -a \$IP -v"
   onecase rping-rxe-to-sf$suf $loss sf 7174 rp "rping -s -p 7174 -v" "$RP -c -a $HIP -C $rn -V -v"
+  # librdmacm's ucmatose (cmatose.c): -c connections, -C messages of -S bytes each way on each
+  # (the server sends first, the client answers), then the server disconnects them all; and
+  # rdma_server / rdma_client: one 16-byte message each way (the client first), both disconnect.
+  # Port 7471, RDMA-CM's.
+  UC="-c 4 -C 100 -S 1000"; [ $loss = yes ] && UC="-c 2 -C 50 -S 1000"
+  onecase ucmatose-sf-to-rxe$suf $loss rxe cm uc "ucmatose -s $GIP -p 7471 $UC --timeout 60s" "ucmatose -p 7471 $UC"
+  onecase ucmatose-rxe-to-sf$suf $loss sf 7471 uc "ucmatose -p 7471 $UC --timeout 60s" "ucmatose -s $HIP -p 7471 $UC"
+  onecase rdma-cs-sf-to-rxe$suf $loss rxe cm rd "rdma_client -s $GIP -p 7471 --timeout 60s" "rdma_server -p 7471"
+  onecase rdma-cs-rxe-to-sf$suf $loss sf 7471 rd "rdma_server -p 7471 --timeout 120s" "rdma_client -s $HIP -p 7471"
   onecase srq-pingpong-sf-to-rxe$suf $loss rxe 18515 pp "pingpong --srq -q $SRQ_Q -n $n $GIP" "$SRQ -n $n"
   onecase srq-pingpong-rxe-to-sf$suf $loss sf  18515 pp "pingpong --srq -q $SRQ_Q -n $n" "$SRQ -n $n $HIP"
   for op in write send read atomic; do
@@ -153,6 +171,14 @@ for loss in no yes; do
     PT="ib_${op}_bw -F -d \$DEV -x \$G -p 18516 $s -n $bn"
     onecase $op-bw-sf-to-rxe$suf $loss rxe 18516 bw "perf $op --perftest $GIP --port 18516 $ss --iters $bn --timeout 140s" "$PT"
     onecase $op-bw-rxe-to-sf$suf $loss sf  18516 bw "perf $op --perftest-server --port 18516 $ss --iters $bn --timeout 140s" "$PT $HIP"
+    # perftest's RDMA-CM mode (-R): the exchange is SEND/RECV on an rdma_cm connection and each
+    # QP one more rdma_cm connection, all on port 18516; no TCP (an rxe server: PORT cm). rdma_cm
+    # gives rxe's requester the CM's ACK timeout (packet life time 18: 2.1 s, not perftest's
+    # -u 14, 67 ms), so each of its timeouts costs 2 s: fewer iterations and more time with faults.
+    rbn=$bn rk=bw rto=140s; [ $loss = yes ] && { rbn=$BW_R_LOSS_N rk=T=300,bw rto=290s; }
+    PT="ib_${op}_bw -R -F -d \$DEV -x \$G -p 18516 $s -n $rbn"
+    onecase $op-bw-R-sf-to-rxe$suf $loss rxe cm    $rk "perf $op --perftest $GIP --rdma-cm --port 18516 $ss --iters $rbn --timeout $rto" "$PT"
+    onecase $op-bw-R-rxe-to-sf$suf $loss sf  18516 $rk "perf $op --perftest-server --rdma-cm --port 18516 $ss --iters $rbn --timeout $rto" "$PT $HIP"
   done
   if [ $loss = no ]; then
     # every size (perftest -a: 2 B to 8 MiB) and several QPs
@@ -171,6 +197,10 @@ for loss in no yes; do
       onecase $op-bw-q$BW_Q-sf-to-rxe $loss rxe 18516 bw "perf $op --perftest $GIP --port 18516 --qps $BW_Q --size $BW_SIZE --iters $BW_N --timeout 140s" "$PT"
       onecase $op-bw-q$BW_Q-rxe-to-sf $loss sf  18516 bw "perf $op --perftest-server --port 18516 --qps $BW_Q --size $BW_SIZE --iters $BW_N --timeout 140s" "$PT $HIP"
     done
+    # -R with several QPs: one rdma_cm connection per QP, requested all at once by perftest
+    PT="ib_write_bw -R -F -d \$DEV -x \$G -p 18516 -q $BW_Q -s $BW_SIZE -n $BW_N"
+    onecase write-bw-R-q$BW_Q-sf-to-rxe $loss rxe cm    bw "perf write --perftest $GIP --rdma-cm --port 18516 --qps $BW_Q --size $BW_SIZE --iters $BW_N --timeout 140s" "$PT"
+    onecase write-bw-R-q$BW_Q-rxe-to-sf $loss sf  18516 bw "perf write --perftest-server --rdma-cm --port 18516 --qps $BW_Q --size $BW_SIZE --iters $BW_N --timeout 140s" "$PT $HIP"
   fi
 done
 

@@ -46,6 +46,10 @@
 // The counts were checked against the guest's binaries: ib_write_bw's and
 // ib_read_bw's main call ctx_hand_shake from 8 places, ib_send_bw's from 7,
 // as the 6.x sources do.
+//
+// perftest's RDMA-CM mode (-R) runs the same steps over an RDMA-CM
+// connection instead (MsgConn, Conn.CM), with binary key messages and two
+// more barriers around the test QPs' own RDMA-CM connections: cm.go.
 package perftest
 
 import (
@@ -284,6 +288,9 @@ type Conn struct {
 	Timeout time.Duration
 	// Server: this end reads each message first, then writes its own.
 	Server bool
+	// CM: perftest's RDMA-CM mode (-R): C is a MsgConn, key messages are
+	// binary (cm.go) and the close sends no "done".
+	CM bool
 }
 
 // Msg is a message read in the background (ReadAsync).
@@ -431,11 +438,11 @@ func (c *Conn) Prelude(mtu int) (Prelude, error) {
 func (c *Conn) Keys(what string, mine []Dest) ([]Dest, error) {
 	theirs := make([]Dest, len(mine))
 	for i := range mine {
-		rem, err := c.Xchg(what, mine[i].Marshal())
+		rem, err := c.Xchg(what, c.MarshalKey(mine[i]))
 		if err != nil {
 			return nil, err
 		}
-		if theirs[i], err = ParseDest(rem); err != nil {
+		if theirs[i], err = c.ParseKey(rem); err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 	}
@@ -445,9 +452,9 @@ func (c *Conn) Keys(what string, mine []Dest) ([]Dest, error) {
 // Barrier is one ctx_hand_shake used as a barrier: me's key message each
 // way, the peer's parsed (and ignored).
 func (c *Conn) Barrier(what string, me Dest) error {
-	rem, err := c.Xchg(what, me.Marshal())
+	rem, err := c.Xchg(what, c.MarshalKey(me))
 	if err == nil {
-		_, err = ParseDest(rem)
+		_, err = c.ParseKey(rem)
 	}
 	return err
 }
@@ -468,6 +475,9 @@ func (c *Conn) ExchangeReport(r Report, remote float64) error {
 // that closing with it unread does not reset the connection under a peer
 // still writing.
 func (c *Conn) Finish() {
+	if c.CM {
+		return // ctx_close_connection writes "done" only over TCP
+	}
 	_ = c.Write("close", []byte(Done))
 	if c.deadline(c.C.SetReadDeadline, time.Second) == nil {
 		_, _ = io.ReadFull(c.C, make([]byte, len(Done)))
