@@ -117,13 +117,16 @@ runcase() {
 # onecase NAME LOSS ...: runcase, and for a pingpong row with faults one more attempt after a
 # failure: ibv_*_pingpong has no handshake after its loop, so when the last ACK is lost the side
 # that sent last never completes (rxe with retry_cnt 7 retries forever), whoever the peers are.
+# The same for rping's rows: rping's client destroys its id as soon as it has sent the DREQ,
+# which cancels the DREQ's retransmission (cm_destroy_id in DREQ_SENT), so when that one DREQ
+# is lost its server waits for the disconnect for ever, whoever the server is.
 # perftest closes with a handshake after all completions: its rows get no second chance.
 onecase() {
   local name=$1 first=""
   want "$name" || return 0
   echo "== $name"
   runcase "$@"
-  if [ "$RES" = FAIL ] && [ "$2" = yes ] && [[ $5 == *pp ]]; then
+  if [ "$RES" = FAIL ] && [ "$2" = yes ] && [[ $5 == *pp || $5 == *rp ]]; then
     first=$NOTE; mv "$RUN/$name.host" "$RUN/$name.try1.host" 2>/dev/null
     cp "$(gout "$name")" "$RUN/guest-$name.try1.out" 2>/dev/null
     echo "   attempt 1 FAIL: $first"; echo "   retrying"
