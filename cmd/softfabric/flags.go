@@ -48,3 +48,45 @@ func flagUsage(fs *flag.FlagSet) string {
 	fs.SetOutput(io.Discard)
 	return b.String()
 }
+
+// expandOpts rewrites getopt's clustered short options ("-mC10") as one
+// option per argument, the form package flag reads: boolLetters take no
+// argument, argLetters one.
+func expandOpts(args []string, boolLetters, argLetters string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		if len(a) == 2 && a[0] == '-' && strings.IndexByte(argLetters, a[1]) >= 0 && i+1 < len(args) {
+			out = append(out, a, args[i+1]) // its argument is taken as is
+			i++
+			continue
+		}
+		out = append(out, splitCluster(a, boolLetters, argLetters)...)
+	}
+	return out
+}
+
+func splitCluster(a, boolLetters, argLetters string) []string {
+	if len(a) < 3 || a[0] != '-' || a[1] == '-' || strings.Contains(a, "=") {
+		return []string{a}
+	}
+	var out []string
+	for j := 1; j < len(a); j++ {
+		switch l := a[j]; {
+		case strings.IndexByte(boolLetters, l) >= 0:
+			out = append(out, "-"+string(l))
+		case strings.IndexByte(argLetters, l) >= 0:
+			out = append(out, "-"+string(l))
+			if j+1 < len(a) {
+				out = append(out, a[j+1:])
+			}
+			return out
+		default:
+			return []string{a} // a long option (-iface) or a bad one: flag says which
+		}
+	}
+	return out
+}

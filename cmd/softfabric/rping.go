@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -59,48 +58,9 @@ const (
 	rpingArgLetters  = "aIpCS"
 )
 
-// expandGetopt rewrites getopt's clustered short options as one option
-// per argument, the form package flag reads.
-func expandGetopt(args []string) []string {
-	var out []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			return append(out, args[i:]...)
-		}
-		if len(a) == 2 && a[0] == '-' && strings.IndexByte(rpingArgLetters, a[1]) >= 0 && i+1 < len(args) {
-			out = append(out, a, args[i+1]) // its argument is taken as is, even "-v"
-			i++
-			continue
-		}
-		out = append(out, clusterOf(a)...)
-	}
-	return out
-}
-
-// clusterOf splits "-vC10" into "-v", "-C", "10"; anything that is not a
-// cluster of rping's letters comes back as it is.
-func clusterOf(a string) []string {
-	if len(a) < 3 || a[0] != '-' || a[1] == '-' || strings.Contains(a, "=") {
-		return []string{a}
-	}
-	var out []string
-	for j := 1; j < len(a); j++ {
-		switch l := a[j]; {
-		case strings.IndexByte(rpingBoolLetters, l) >= 0:
-			out = append(out, "-"+string(l))
-		case strings.IndexByte(rpingArgLetters, l) >= 0:
-			out = append(out, "-"+string(l))
-			if j+1 < len(a) {
-				out = append(out, a[j+1:])
-			}
-			return out
-		default:
-			return []string{a} // a long option (-iface) or a bad one: flag says which
-		}
-	}
-	return out
-}
+// expandGetopt rewrites rping's clustered short options as one option
+// per argument (expandOpts).
+func expandGetopt(args []string) []string { return expandOpts(args, rpingBoolLetters, rpingArgLetters) }
 
 func cmdRping(args []string, stdout, stderr io.Writer) error {
 	var o rpingOpts

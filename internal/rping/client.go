@@ -30,8 +30,8 @@ func Ping(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer d.close()
-	c, err := newConn(ctx, d, &d.info, cfg.Size, false, o)
+	defer d.Close()
+	c, err := newConn(ctx, d, &d.Info, cfg.Size, false, o)
 	if err != nil {
 		return fmt.Errorf("setup_qp failed: %w", err)
 	}

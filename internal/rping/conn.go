@@ -97,13 +97,13 @@ func newConn(ctx context.Context, d *domain, info *fabric.Info, size int, server
 			c.close()
 		}
 	}()
-	if c.cq, err = d.dom.CQ(4 * (sqDepth + rqDepth)); err != nil {
+	if c.cq, err = d.Dom.CQ(4 * (sqDepth + rqDepth)); err != nil {
 		return c, fmt.Errorf("ibv_create_cq failed: %w", err)
 	}
-	if c.eq, err = d.fab.EQ(8); err != nil {
+	if c.eq, err = d.Fab.EQ(8); err != nil {
 		return c, fmt.Errorf("creating an event queue: %w", err)
 	}
-	if c.ep, err = d.dom.Endpoint(info); err != nil {
+	if c.ep, err = d.Dom.Endpoint(info); err != nil {
 		return c, fmt.Errorf("rdma_create_qp: %w", err)
 	}
 	// rping's conn_param: retry_count 7, rnr_retry_count 7 (fabric's
@@ -119,15 +119,15 @@ func newConn(ctx context.Context, d *domain, info *fabric.Info, size int, server
 		}
 	}
 	o.debugf("created qp %#x", c.ep.QPInfo().QPN)
-	if c.ctl, err = d.dom.RegisterMemory(make([]byte, (1+sendSlots)*infoSize), fabric.AccessSend|fabric.AccessRecv); err != nil {
+	if c.ctl, err = d.Dom.RegisterMemory(make([]byte, (1+sendSlots)*infoSize), fabric.AccessSend|fabric.AccessRecv); err != nil {
 		return c, fmt.Errorf("recv_buf reg_mr failed: %w", err)
 	}
 	rw := fabric.AccessRead | fabric.AccessWrite | fabric.AccessRemoteRead | fabric.AccessRemoteWrite
-	if c.rdma, err = d.dom.RegisterMemory(make([]byte, size), rw); err != nil {
+	if c.rdma, err = d.Dom.RegisterMemory(make([]byte, size), rw); err != nil {
 		return c, fmt.Errorf("rdma_buf reg_mr failed: %w", err)
 	}
 	if !server {
-		if c.start, err = d.dom.RegisterMemory(make([]byte, size), rw); err != nil {
+		if c.start, err = d.Dom.RegisterMemory(make([]byte, size), rw); err != nil {
 			return c, fmt.Errorf("start_buf reg_mr failed: %w", err)
 		}
 	}

@@ -203,7 +203,7 @@ func TestNoServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.close()
+	defer d.Close()
 	start := time.Now()
 	var out, errb lockedBuffer
 	err = Ping(context.Background(), Config{Provider: fabric.ProviderMem, Addr: sa, Source: ca, Count: 1}, &out, &errb)

@@ -33,8 +33,8 @@ func Listen(ctx context.Context, cfg Config, stdout, stderr io.Writer) (*Server,
 	if s.d, err = openDomain(ctx, cfg, cfg.Addr); err != nil {
 		return nil, err
 	}
-	if s.eq, err = s.d.fab.EQ(16); err == nil {
-		if s.pep, err = s.d.fab.PassiveEndpoint(&s.d.info); err == nil {
+	if s.eq, err = s.d.Fab.EQ(16); err == nil {
+		if s.pep, err = s.d.Fab.PassiveEndpoint(&s.d.Info); err == nil {
 			if err = s.pep.Bind(s.eq); err == nil {
 				s.o.debugf("rdma_bind_addr successful")
 				s.o.debugf("rdma_listen")
@@ -43,7 +43,7 @@ func Listen(ctx context.Context, cfg Config, stdout, stderr io.Writer) (*Server,
 		}
 	}
 	if err != nil {
-		at := netip.AddrPortFrom(s.d.info.Src, cfg.Port)
+		at := netip.AddrPortFrom(s.d.Info.Src, cfg.Port)
 		s.Close()
 		return nil, fmt.Errorf("rdma_listen on %v: %w", at, err)
 	}
@@ -62,7 +62,7 @@ func (s *Server) Close() {
 		_ = s.eq.Close()
 	}
 	if s.d != nil {
-		s.d.close()
+		s.d.Close()
 		s.d = nil
 	}
 }

@@ -35,8 +35,8 @@ func runClient(ctx context.Context, cfg Config, o *out) error {
 	if err != nil {
 		return err
 	}
-	defer d.close()
-	eq, err := d.fab.EQ(4*cfg.Connections + 16)
+	defer d.Close()
+	eq, err := d.Fab.EQ(4*cfg.Connections + 16)
 	if err != nil {
 		return fmt.Errorf("creating an event channel: %w", err)
 	}
@@ -57,7 +57,7 @@ func runClient(ctx context.Context, cfg Config, o *out) error {
 	defer cancel()
 	for i := range nodes {
 		go func() {
-			n, err := newNode(d, &d.info, eq, cfg, i, clientRetryCount)
+			n, err := newNode(d, &d.Info, eq, cfg, i, clientRetryCount)
 			if err != nil {
 				errs <- err
 				return

@@ -40,11 +40,11 @@ func newNode(d *domain, info *fabric.Info, eq *fabric.EQ, cfg Config, id, retry 
 	}()
 	depth := max(cfg.Count, 1)
 	for i := range n.cq {
-		if n.cq[i], err = d.dom.CQ(depth); err != nil {
+		if n.cq[i], err = d.Dom.CQ(depth); err != nil {
 			return n, fmt.Errorf("cmatose: unable to create CQ: %w", err)
 		}
 	}
-	if n.ep, err = d.dom.Endpoint(info); err != nil {
+	if n.ep, err = d.Dom.Endpoint(info); err != nil {
 		return n, fmt.Errorf("cmatose: unable to create QP: %w", err)
 	}
 	steps := []func() error{
@@ -70,7 +70,7 @@ func newNode(d *domain, info *fabric.Info, eq *fabric.EQ, cfg Config, id, retry 
 	// transport may read a send's buffer again (a retransmission) while
 	// a receive lands, so each has its own half here. The wire is the
 	// same.
-	if n.mr, err = d.dom.RegisterMemory(make([]byte, 2*cfg.Size), fabric.AccessSend|fabric.AccessRecv); err != nil {
+	if n.mr, err = d.Dom.RegisterMemory(make([]byte, 2*cfg.Size), fabric.AccessSend|fabric.AccessRecv); err != nil {
 		return n, fmt.Errorf("failed to reg MR: %w", err)
 	}
 	for range cfg.Count {

@@ -65,13 +65,13 @@ func newRDMAEP(ctx context.Context, d *domain, info *fabric.Info) (r *rdmaEP, er
 			r.close()
 		}
 	}()
-	if r.cq, err = d.dom.CQ(2); err != nil {
+	if r.cq, err = d.Dom.CQ(2); err != nil {
 		return r, fmt.Errorf("rdma_create_ep: %w", err)
 	}
-	if r.eq, err = d.fab.EQ(8); err != nil {
+	if r.eq, err = d.Fab.EQ(8); err != nil {
 		return r, fmt.Errorf("rdma_create_ep: %w", err)
 	}
-	if r.ep, err = d.dom.Endpoint(info); err != nil {
+	if r.ep, err = d.Dom.Endpoint(info); err != nil {
 		return r, fmt.Errorf("rdma_create_ep: %w", err)
 	}
 	for _, step := range []func() error{
@@ -83,7 +83,7 @@ func newRDMAEP(ctx context.Context, d *domain, info *fabric.Info) (r *rdmaEP, er
 			return r, fmt.Errorf("rdma_create_ep: %w", err)
 		}
 	}
-	if r.mr, err = d.dom.RegisterMemory(make([]byte, 2*MessageSize), fabric.AccessSend|fabric.AccessRecv); err != nil {
+	if r.mr, err = d.Dom.RegisterMemory(make([]byte, 2*MessageSize), fabric.AccessSend|fabric.AccessRecv); err != nil {
 		return r, fmt.Errorf("rdma_reg_msgs for recv_msg: %w", err)
 	}
 	if err = r.ep.Recv(r.mr.Bytes()[:MessageSize], r.mr.Desc(), fabric.AddrUnspec, 0); err != nil {
@@ -214,13 +214,13 @@ func rdmaServer(ctx context.Context, cfg RDMAConfig) error {
 	if err != nil {
 		return err
 	}
-	defer d.close()
-	eq, err := d.fab.EQ(16)
+	defer d.Close()
+	eq, err := d.Fab.EQ(16)
 	if err != nil {
 		return fmt.Errorf("rdma_create_ep: %w", err)
 	}
 	defer eq.Close()
-	pep, err := d.fab.PassiveEndpoint(&d.info)
+	pep, err := d.Fab.PassiveEndpoint(&d.Info)
 	if err == nil {
 		if err = pep.Bind(eq); err == nil {
 			err = pep.Listen()
@@ -228,7 +228,7 @@ func rdmaServer(ctx context.Context, cfg RDMAConfig) error {
 		defer pep.Close()
 	}
 	if err != nil {
-		return fmt.Errorf("rdma_listen on %v: %w", netip.AddrPortFrom(d.info.Src, cfg.Port), err)
+		return fmt.Errorf("rdma_listen on %v: %w", netip.AddrPortFrom(d.Info.Src, cfg.Port), err)
 	}
 	var req fabric.Event
 	for req.Kind != fabric.EventConnReq {
@@ -276,8 +276,8 @@ func rdmaClient(ctx context.Context, cfg RDMAConfig) error {
 	if err != nil {
 		return err
 	}
-	defer d.close()
-	r, err := newRDMAEP(ctx, d, &d.info)
+	defer d.Close()
+	r, err := newRDMAEP(ctx, d, &d.Info)
 	if err != nil {
 		return err
 	}

@@ -37,15 +37,15 @@ func Listen(ctx context.Context, cfg Config, stdout, stderr io.Writer) (*Server,
 	}
 	// One event channel for the listener and every connection, as
 	// cmatose has: requests, establishments and disconnects.
-	if s.eq, err = s.d.fab.EQ(4*cfg.Connections + 64); err == nil {
-		if s.pep, err = s.d.fab.PassiveEndpoint(&s.d.info); err == nil {
+	if s.eq, err = s.d.Fab.EQ(4*cfg.Connections + 64); err == nil {
+		if s.pep, err = s.d.Fab.PassiveEndpoint(&s.d.Info); err == nil {
 			if err = s.pep.Bind(s.eq); err == nil {
 				err = s.pep.Listen()
 			}
 		}
 	}
 	if err != nil {
-		err = fmt.Errorf("cmatose: failure trying to listen on %v: %w", netip.AddrPortFrom(s.d.info.Src, cfg.Port), err)
+		err = fmt.Errorf("cmatose: failure trying to listen on %v: %w", netip.AddrPortFrom(s.d.Info.Src, cfg.Port), err)
 		s.Close()
 		s.end(err)
 		return nil, err
@@ -65,7 +65,7 @@ func (s *Server) Close() {
 		_ = s.eq.Close()
 	}
 	if s.d != nil {
-		s.d.close()
+		s.d.Close()
 		s.d = nil
 	}
 }

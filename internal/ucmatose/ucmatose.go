@@ -35,12 +35,12 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/softfabric/softfabric/fabric"
+	"github.com/softfabric/softfabric/internal/msgdomain"
 )
 
 // ucmatose's defaults and softfabric's limits.
@@ -140,56 +140,14 @@ func (c Config) check() error {
 	return nil
 }
 
-// domain is the fabric and domain a run opens on its device, and the
-// offer its endpoints come from.
-type domain struct {
-	fab  *fabric.Fabric
-	dom  *fabric.Domain
-	info fabric.Info
-}
+// domain is a run's fabric and domain on its device.
+type domain = msgdomain.Domain
 
 // openDomain opens the device whose address is local (invalid or
 // unspecified: the device's own) for MSG endpoints whose queues hold
 // depth operations each way.
 func openDomain(ctx context.Context, provider, iface string, port uint16, local netip.Addr, depth int) (*domain, error) {
-	hints := &fabric.Hints{
-		Provider: provider,
-		EPType:   fabric.EPMsg,
-		Caps:     fabric.CapMsg,
-		Service:  port,
-		Domain:   fabric.DomainAttr{Name: iface},
-		TX:       fabric.TxAttr{Size: depth},
-		RX:       fabric.RxAttr{Size: depth},
-	}
-	if local.IsValid() && !local.IsUnspecified() {
-		hints.Node = local.String()
-	}
-	infos, err := fabric.GetInfo(ctx, hints)
-	if err != nil {
-		return nil, fmt.Errorf("finding the device: %w", err)
-	}
-	if len(infos) > 1 {
-		names := make([]string, len(infos))
-		for i, in := range infos {
-			names[i] = in.Domain.Name
-		}
-		return nil, fmt.Errorf("softfabric is up on %s: choose one with --iface", strings.Join(names, ", "))
-	}
-	d := &domain{info: infos[0]}
-	if d.fab, err = fabric.OpenFabric(&d.info); err != nil {
-		return nil, fmt.Errorf("opening %s: %w", d.info.Domain.Name, err)
-	}
-	if d.dom, err = d.fab.Domain(&d.info); err != nil {
-		_ = d.fab.Close()
-		return nil, fmt.Errorf("opening %s: %w", d.info.Domain.Name, err)
-	}
-	return d, nil
-}
-
-// close closes the domain; the run's objects on it are closed already.
-func (d *domain) close() {
-	_ = d.dom.Close()
-	_ = d.fab.Close()
+	return msgdomain.Open(ctx, msgdomain.Options{Provider: provider, Iface: iface, Port: port, Local: local, TX: depth, RX: depth})
 }
 
 // CMError is a connection that failed as an rdma_cm event reports it:

@@ -193,7 +193,7 @@ func TestNoServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.close()
+	defer d.Close()
 	start := time.Now()
 	cfg := Defaults()
 	cfg.Provider, cfg.Server, cfg.Bind = fabric.ProviderMem, sa, ca
@@ -281,7 +281,7 @@ func TestRDMAClientNoServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.close()
+	defer d.Close()
 	var out, errb lockedBuffer
 	err = RDMAClient(context.Background(), RDMAConfig{Provider: fabric.ProviderMem, Addr: sa, Source: ca}, &out, &errb)
 	if err == nil || !strings.Contains(err.Error(), "rdma_connect: RDMA_CM_EVENT_REJECTED") || out.String() != "rdma_client: start\nrdma_client: end -1\n" {
