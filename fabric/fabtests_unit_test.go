@@ -512,8 +512,10 @@ func TestUnitCQ(t *testing.T) {
 		}
 
 		// A blocking read on an empty CQ ends with its context's error.
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		// (start is taken first: a goroutine preempted between the two
+		// would otherwise see less than the timeout pass.)
 		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 		n, err := h.cq.ReadContext(ctx, make([]fabric.Completion, 4))
 		cancel()
 		if n != 0 || !errors.Is(err, context.DeadlineExceeded) || time.Since(start) < 20*time.Millisecond {
