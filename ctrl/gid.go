@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/softfabric/softfabric/dataplane/wire"
 )
 
 // GIDs returns the RoCEv2 GID table of d as Linux rxe builds it when the
@@ -28,8 +30,8 @@ func GIDs(d *Device) []netip.Addr {
 	}
 	var eui [16]byte
 	eui[0], eui[1] = 0xfe, 0x80
-	m := d.MAC
-	copy(eui[8:], []byte{m[0] ^ 0x02, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]})
+	id := wire.EUI64([6]byte(d.MAC))
+	copy(eui[8:], id[:])
 	gids := []netip.Addr{netip.AddrFrom16(eui)}
 	seen := map[netip.Addr]bool{gids[0]: true}
 	for _, v4 := range []bool{true, false} {

@@ -2,6 +2,7 @@ package fabric
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -13,6 +14,7 @@ import (
 	"github.com/softfabric/softfabric/dataplane/ibcm"
 	"github.com/softfabric/softfabric/dataplane/mad"
 	"github.com/softfabric/softfabric/dataplane/verbs"
+	"github.com/softfabric/softfabric/dataplane/wire"
 )
 
 // RDMA-CM, as rdma_cm peers speak it: IB CM MADs on queue pair 1
@@ -142,12 +144,8 @@ func (d *Domain) closeCM() {
 // nodeGUID is the CA GUID made from the MAC as an EUI-64, as rxe makes
 // its node GUID (addrconf_addr_eui48).
 func nodeGUID(mac [6]byte) uint64 {
-	b := [8]byte{mac[0] ^ 2, mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]}
-	var g uint64
-	for _, x := range b {
-		g = g<<8 | uint64(x)
-	}
-	return g
+	id := wire.EUI64(mac)
+	return binary.BigEndian.Uint64(id[:])
 }
 
 // prefixed draws random numbers whose bits 16–31 are a daemon's number

@@ -81,3 +81,11 @@ func (b Ethernet) Encode(f *EthernetFields) {
 	}
 	binary.BigEndian.PutUint16(b[ethType:], f.EtherType)
 }
+
+// EUI64 is the modified EUI-64 interface identifier of a MAC address
+// (RFC 4291 appendix A): the universal/local bit flipped and ff:fe in the
+// middle. It is the low half of a RoCE device's default (link-local) GID,
+// and rxe's node GUID.
+func EUI64(mac [6]byte) [8]byte {
+	return [8]byte{mac[0] ^ 0x02, mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]}
+}

@@ -211,3 +211,10 @@ func TestUDPView(t *testing.T) {
 		t.Fatal("length beyond the slice accepted")
 	}
 }
+
+// TestEUI64: rxe's node GUID for the lab guest's MAC, as its REQs carry it.
+func TestEUI64(t *testing.T) {
+	if got, want := EUI64([6]byte{0x52, 0x54, 0x00, 0x18, 0x01, 0x02}), [8]byte{0x50, 0x54, 0x00, 0xff, 0xfe, 0x18, 0x01, 0x02}; got != want {
+		t.Fatalf("EUI64 = % x, want % x", got, want)
+	}
+}
