@@ -25,10 +25,9 @@ import (
 // flood brings.
 
 const (
-	gsiQKey  = 0x80010000 // IBA 13.5.3.2: the GSI's Q_Key
-	gsiRecvs = 64         // receive slots
-	gsiSends = 64         // send slots
-	gsiInMax = 256        // MADs waiting for the connection manager
+	gsiRecvs = 64  // receive slots
+	gsiSends = 64  // send slots
+	gsiInMax = 256 // MADs waiting for the connection manager
 	gsiSlot  = ud.GRHSize + mad.Size
 )
 
@@ -79,7 +78,7 @@ func (d *Domain) openGSI() (*gsi, error) {
 	}
 	err = d.exec(g.w, func() error {
 		q, err := d.dev.NewUD(device.QPConfig{SendCQ: g.scq, RecvCQ: g.rcq, RQ: verbs.NewRecvQueue(gsiRecvs),
-			SQDepth: gsiSends, Worker: g.w.id, QPN: engine.GSIQPN}, gsiQKey)
+			SQDepth: gsiSends, Worker: g.w.id, QPN: engine.GSIQPN}, mad.GSIQKey)
 		if err != nil {
 			return err
 		}
@@ -140,7 +139,7 @@ func (g *gsi) receive(dst []gsiMAD) []gsiMAD {
 
 // addressHandle resolves the GSI of the node at gid.
 func (g *gsi) addressHandle(ctx context.Context, gid netip.Addr) (*verbs.AddressHandle, error) {
-	return g.d.dev.AddressHandle(ctx, gid, engine.GSIQPN, engine.GSIQPN, gsiQKey)
+	return g.d.dev.AddressHandle(ctx, gid, engine.GSIQPN, engine.GSIQPN, mad.GSIQKey)
 }
 
 // submit posts the queued MADs that fit the free send slots. It runs on

@@ -7,6 +7,7 @@ import (
 
 	"github.com/softfabric/softfabric/ctrl/daemonapi"
 	"github.com/softfabric/softfabric/dataplane/engine"
+	"github.com/softfabric/softfabric/dataplane/ibcm"
 	"github.com/softfabric/softfabric/dataplane/mad"
 	"github.com/softfabric/softfabric/dataplane/wire"
 )
@@ -49,31 +50,36 @@ type cmRoutes struct {
 // routeMAD is the application that MAD m (a UD payload to QP1) is for,
 // nil when none.
 func (r *cmRoutes) routeMAD(m []byte) *app {
-	if r == nil || len(m) < mad.Size || m[1] != mad.ClassCM {
+	v := mad.MAD(m)
+	if r == nil || !v.IsValid() || v.MgmtClass() != mad.ClassCM {
 		return nil
 	}
-	v := mad.MAD(m)
 	data := v.Data()
+	var service uint64
 	switch v.AttributeID() {
-	case mad.AttrREQ, mad.AttrSIDRREQ:
-		// The service ID sits at the same offset in both.
-		if a := r.services[binary.BigEndian.Uint64(data[8:])]; a != nil {
-			return a
-		}
-		return r.first
+	case mad.AttrREQ:
+		service = mad.REQ(data).ServiceID()
+	case mad.AttrSIDRREQ:
+		service = mad.SIDRREQ(data).ServiceID()
 	case mad.AttrSIDRREP:
-		return r.users[binary.BigEndian.Uint32(data[0:])>>16]
+		return r.users[mad.SIDRREP(data).RequestID()>>16]
 	default:
+		// REP, REJ, MRA, RTU, DREQ, DREP, LAP, APR: the receiver's ID is
+		// the second word of each.
 		return r.users[binary.BigEndian.Uint32(data[4:])>>16]
 	}
+	if a := r.services[service]; a != nil {
+		return a
+	}
+	return r.first
 }
 
 // mayPostMAD reports whether application a may send MAD m from QP1.
 func (r *cmRoutes) mayPostMAD(a *app, m []byte) bool {
-	if r == nil || len(m) < mad.Size || m[1] != mad.ClassCM || r.users[CommIDPrefix(a.id)] != a {
+	v := mad.MAD(m)
+	if r == nil || !v.IsValid() || v.MgmtClass() != mad.ClassCM || r.users[CommIDPrefix(a.id)] != a {
 		return false
 	}
-	v := mad.MAD(m)
 	if v.AttributeID() == mad.AttrSIDRREP {
 		return false // answering SIDR is not supported yet
 	}
@@ -146,7 +152,7 @@ func (d *Daemon) dropCM(a *app, next *cmRoutes) {
 // per REQ, as the kernel sends.
 func (w *worker) rejectUnrouted(p *wire.Packet) {
 	m := mad.MAD(p.Payload)
-	if len(p.Payload) < mad.Size || m.MgmtClass() != mad.ClassCM || m.AttributeID() != mad.AttrREQ {
+	if !m.IsValid() || m.MgmtClass() != mad.ClassCM || m.AttributeID() != mad.AttrREQ {
 		return
 	}
 	path, err := wire.NewPath(wire.PathFields{SrcMAC: w.d.mac, DstMAC: p.Ethernet().Src(), Src: p.Dst().Unmap(),
@@ -160,23 +166,17 @@ func (w *worker) rejectUnrouted(p *wire.Packet) {
 	}
 	hl, info := path.HeaderLen(), wire.UDSendOnly.Info()
 	f := buf[:hl+info.HeaderLen+mad.Size+wire.ICRCSize]
-	wire.BTH(f[hl:]).Encode(&wire.BTHFields{Opcode: wire.UDSendOnly, PKey: wire.DefaultPKey, DestQP: engine.GSIQPN, PSN: w.gsiPSN})
-	w.gsiPSN = (w.gsiPSN + 1) & (1<<24 - 1)
-	wire.DETH(f[hl+info.DETH:]).Encode(gsiQKey, engine.GSIQPN)
-	out := mad.MAD(f[hl+info.HeaderLen : hl+info.HeaderLen+mad.Size])
+	wire.BTH(f[hl:]).Encode(&wire.BTHFields{Opcode: wire.UDSendOnly, PKey: wire.DefaultPKey, DestQP: engine.GSIQPN, PSN: uint32(w.gsiPSN)})
+	w.gsiPSN = w.gsiPSN.Next()
+	wire.DETH(f[hl+info.DETH:]).Encode(mad.GSIQKey, engine.GSIQPN)
+	out := f[hl+info.HeaderLen : hl+info.HeaderLen+mad.Size]
 	clear(out)
-	h := mad.CMHeader(mad.AttrREJ, m.TransactionID())
-	out.EncodeHeader(&h)
-	mad.REJ(out.Data()).Encode(&mad.REJFields{RemoteCommID: mad.REQ(m.Data()).LocalCommID(), MessageRejected: mad.MsgREQ,
-		Reason: mad.RejectInvalidServiceID})
+	ibcm.FormatIssuedREJ(out, m, mad.RejectInvalidServiceID, mad.MsgREQ)
 	path.Finish(f)
 	w.sock.TxSubmit(len(f))
 	w.c.tx.Add(1)
 	w.c.rejected.Add(1)
 }
-
-// gsiQKey is IBA's well-known Q_Key of QP1.
-const gsiQKey = 0x80010000
 
 // detachCM forgets a detaching application's RDMA-CM state (d.mu held).
 func (d *Daemon) detachCM(a *app) {

@@ -14,6 +14,7 @@ import (
 	"github.com/softfabric/softfabric/ctrl/daemonapi"
 	"github.com/softfabric/softfabric/dataplane/engine"
 	"github.com/softfabric/softfabric/dataplane/link"
+	"github.com/softfabric/softfabric/dataplane/psn"
 	"github.com/softfabric/softfabric/dataplane/wire"
 	"github.com/softfabric/softfabric/dataplane/xsk"
 	"github.com/softfabric/softfabric/device"
@@ -36,7 +37,7 @@ type worker struct {
 
 	passes atomic.Uint64
 	c      workerCounters
-	gsiPSN uint32 // of the REJs the daemon sends from QP1
+	gsiPSN psn.PSN // of the REJs the daemon sends from QP1
 }
 
 type workerCounters struct {

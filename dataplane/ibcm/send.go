@@ -33,9 +33,18 @@ func (a *Agent) formatREJ(buf []byte, c *conn, reason mad.RejectReason, ari, pri
 	mad.REJ(cmMAD(buf, mad.AttrREJ, c.tid).Data()).Encode(&f)
 }
 
-// issueREJ answers a received REQ or REP with a REJ without keeping state
-// (cm_issue_rej): the received TID, its sender's comm ID as the remote one.
+// issueREJ answers a received REQ or REP with a REJ without keeping state.
 func (a *Agent) issueREJ(to Peer, rcvd mad.MAD, reason mad.RejectReason, msg mad.Msg) {
+	FormatIssuedREJ(a.scratch[:], rcvd, reason, msg)
+	a.send(to, a.scratch[:])
+}
+
+// FormatIssuedREJ writes into buf (mad.Size bytes) the REJ that answers a
+// received REQ or REP (msg says which) without any state kept, as the
+// kernel's cm_issue_rej does: the received TID, its sender's comm ID as
+// the remote one. Whoever takes a request no agent has (a daemon routing
+// QP1) answers with it too.
+func FormatIssuedREJ(buf []byte, rcvd mad.MAD, reason mad.RejectReason, msg mad.Msg) {
 	d := rcvd.Data()
 	f := mad.REJFields{
 		RemoteCommID: binary.BigEndian.Uint32(d[0:]), MessageRejected: msg, Reason: reason,
@@ -45,8 +54,7 @@ func (a *Agent) issueREJ(to Peer, rcvd mad.MAD, reason mad.RejectReason, msg mad
 		// reserved, so the kernel's copy of it would be noise.
 		f.LocalCommID = binary.BigEndian.Uint32(d[4:])
 	}
-	mad.REJ(cmMAD(a.scratch[:], mad.AttrREJ, rcvd.TransactionID()).Data()).Encode(&f)
-	a.send(to, a.scratch[:])
+	mad.REJ(cmMAD(buf, mad.AttrREJ, rcvd.TransactionID()).Data()).Encode(&f)
 }
 
 // formatMRA writes the MRA c sends for msg.

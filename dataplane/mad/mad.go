@@ -3,6 +3,10 @@ package mad
 import "errors"
 
 // Sizes in bytes.
+// GSIQKey is the Q_Key of QP1, the General Services Interface where CM
+// MADs travel (IBA 13.5.3.2: 0x80010000).
+const GSIQKey = 0x80010000
+
 const (
 	// Size is the size of a MAD on the wire (IB_MGMT_MAD_SIZE).
 	Size = 256
