@@ -29,6 +29,8 @@ type Agent struct {
 	byRemote  map[remoteKey]*conn
 	byQP      map[qpKey]*conn
 	listeners map[uint64]*listener
+	bySIDR    map[sidrKey]*conn
+	sidrHeld  int // IDs in StateSIDRREPSent
 	timers    []*conn
 	stats     Stats
 	scratch   [mad.Size]byte // stateless answers
@@ -43,6 +45,7 @@ func New(cfg Config) *Agent {
 		byRemote:  make(map[remoteKey]*conn),
 		byQP:      make(map[qpKey]*conn),
 		listeners: make(map[uint64]*listener),
+		bySIDR:    make(map[sidrKey]*conn),
 	}
 }
 
@@ -97,6 +100,8 @@ func (a *Agent) expire(now int64, c *conn) {
 		a.destroy(c)
 		a.stats.Timeouts++
 		a.emit(Event{Type: EventTimeout, ID: ID(c.id), Peer: c.peer, State: st, Freed: true})
+	case c.state == StateSIDRREPSent:
+		a.free(c) // duplicates are over; the caller was done with it
 	case c.state == StateTimeWait:
 		a.free(c)
 		a.emit(Event{Type: EventTimeWaitExit, ID: ID(c.id), Peer: c.peer, State: StateTimeWait, Freed: true})
@@ -178,8 +183,10 @@ func (a *Agent) Receive(now int64, from Peer, b []byte) {
 	case mad.AttrDREP:
 		a.handleDREP(now, m)
 	case mad.AttrSIDRREQ:
-		a.handleSIDRREQ(from, m)
-	default: // SIDR_REP (we send no SIDR_REQ), LAP, APR
+		a.handleSIDRREQ(now, from, m)
+	case mad.AttrSIDRREP:
+		a.handleSIDRREP(m)
+	default: // LAP, APR
 		a.drop(DropUnsupported)
 	}
 }

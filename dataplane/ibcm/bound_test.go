@@ -258,7 +258,7 @@ func TestMalformed(t *testing.T) {
 		{edit(func(b []byte) { mad.MAD(b).SetAttributeID(mad.AttrDREP) }), DropUnknownID},                            // DREP for nothing
 		{edit(func(b []byte) { mad.MAD(b).SetAttributeID(mad.AttrMRA) }), DropUnknownID},                             // MRA for nothing
 		{edit(func(b []byte) { mad.MAD(b).SetAttributeID(mad.AttrREJ); b[mad.HeaderSize+8] = 0x40 }), DropUnknownID}, // REJ for nothing
-		{edit(func(b []byte) { mad.MAD(b).SetAttributeID(mad.AttrSIDRREP) }), DropUnsupported},
+		{edit(func(b []byte) { mad.MAD(b).SetAttributeID(mad.AttrSIDRREP) }), DropUnknownID},                         // SIDR_REP for nothing
 	} {
 		before := b.a.Stats()
 		b.a.Receive(w.now, peerA, tc.b)

@@ -98,6 +98,13 @@ type Config struct {
 	// as long as the peer keeps retransmitting, from the timeouts and
 	// retry count it advertised (and any MRA we sent).
 	ActionTimeout int64
+	// SIDRHold is how long an answered SIDR request is remembered, its
+	// SIDR_REP resent to duplicates. Default: two of rdma_cm's SIDR
+	// retransmission intervals (8.192 s).
+	SIDRHold int64
+	// MaxSIDRHeld bounds the answered SIDR requests remembered; beyond it
+	// they are forgotten once answered, as the kernel does. Default 4096.
+	MaxSIDRHeld int
 	// RejectOnBacklog answers REQs beyond a listener's backlog with REJ
 	// "no resources" (3). By default they are dropped without a word, as
 	// ucma does (its event handler returns -ENOMEM and cm_destroy_id then
@@ -167,6 +174,12 @@ func (c *Config) setDefaults() {
 	c.MaxRetryInterval = max(c.MaxRetryInterval, c.RetryInterval)
 	if c.MaxMRAWait <= 0 {
 		c.MaxMRAWait = mraWait(24, c.PacketLifeTime)
+	}
+	if c.SIDRHold <= 0 {
+		c.SIDRHold = 2 * kernelMs(DefaultCMResponseTimeout)
+	}
+	if c.MaxSIDRHeld <= 0 {
+		c.MaxSIDRHeld = 4096
 	}
 	if c.TimeWait <= 0 {
 		c.TimeWait = kernelMs(c.PacketLifeTime + 1)

@@ -17,6 +17,7 @@ type conn struct {
 	pktLife    uint8 // packet life time exponent of the path
 	tid        uint64
 	lis        *listener // set while the request counts against its backlog
+	service    uint64    // SIDR: the service ID resolved
 
 	// out is the outstanding REQ, REP or DREQ; sends counts its
 	// transmissions and mraWait, once the peer sent an MRA, replaces the
@@ -35,6 +36,7 @@ type conn struct {
 	heapIdx  int
 	inRemote bool // in Agent.byRemote
 	inQP     bool // in Agent.byQP
+	inSIDR   bool // in Agent.bySIDR
 }
 
 // remoteKey identifies a connection by the peer's comm ID and CA GUID, what
@@ -95,6 +97,13 @@ func (a *Agent) free(c *conn) {
 		c.inRemote = false
 	}
 	a.dropQP(c)
+	if c.inSIDR {
+		delete(a.bySIDR, sidrKey{c.remoteID, c.peer.GID})
+		c.inSIDR = false
+	}
+	if c.state == StateSIDRREPSent {
+		a.sidrHeld--
+	}
 	delete(a.conns, c.id)
 }
 

@@ -147,6 +147,10 @@ func (a *Agent) destroy(c *conn) {
 		a.send(c.peer, a.scratch[:])
 	case StateDREQRcvd:
 		a.sendDREP(c)
+	case StateSIDRREQRcvd:
+		// cm_destroy_id: an unanswered SIDR request is refused.
+		a.formatSIDRReject(c)
+		a.send(c.peer, a.scratch[:])
 	}
 	a.free(c)
 }

@@ -52,15 +52,24 @@
 //
 // Transaction IDs follow cm.c: REQ and DREQ carry a fresh random TID;
 // REP, RTU, MRA, REJ and DREP reuse the TID of the REQ that opened the
-// connection, or of the DREQ being answered; stateless REJs, DREPs and
-// SIDR_REPs echo the TID of what they answer. CM messages use method Send,
+// connection, or of the DREQ being answered; SIDR_REQs carry a fresh
+// random TID, and REJs, DREPs and SIDR_REPs without state, and every
+// SIDR_REP, echo the TID of what they answer. CM messages use method Send,
 // so TIDs are informational: the MAD layer matches TIDs only for responses
 // to Get and Set.
 //
 // Not implemented: LAP and APR (alternate paths and path migration, which
 // Linux does not support on RoCE either) are counted and dropped, as are
-// alternate paths in REQs (parsed and reported, never used); SIDR, for
-// rdma_cm's UD port space, is answered with SIDR_REP status Unsupported,
-// what the kernel sends without a listener; service ID masks; peer-to-peer
-// connections; ClassPortInfo and CM redirection.
+// alternate paths in REQs (parsed and reported, never used); service ID
+// masks; peer-to-peer connections; ClassPortInfo and CM redirection.
+//
+// Service ID resolution (SIDR, for rdma_cm's UD port space): ResolveSIDR
+// sends a SIDR_REQ, retransmitted until the SIDR_REP (EventSIDRReply) or
+// the last retry (EventTimeout). A SIDR_REQ for a listened service raises
+// EventSIDRRequest and the caller answers with SIDRReply; one for any
+// other service gets status Unsupported, as from the kernel. A duplicate
+// SIDR_REQ is ignored while its request is pending and answered with the
+// same SIDR_REP for Config.SIDRHold after (cm.c forgets it, and would
+// report it again). The SIDR_REQ's request ID is the requester's ID, so
+// a daemon routes SIDR_REPs as it routes replies.
 package ibcm

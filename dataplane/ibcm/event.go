@@ -24,9 +24,10 @@ const (
 	// EventRejected: the peer sent a REJ. Reject holds it; its Reason is
 	// what rdma_cm reports as RDMA_CM_EVENT_REJECTED's status.
 	EventRejected
-	// EventTimeout: the peer did not answer our REQ or REP after all
-	// retransmissions, or the caller did not act on a request or reply in
-	// time (Config.ActionTimeout). State says which; the ID is freed.
+	// EventTimeout: the peer did not answer our REQ, REP or SIDR_REQ
+	// after all retransmissions, or the caller did not act on a request,
+	// SIDR request or reply in time (Config.ActionTimeout). State says
+	// which; the ID is freed.
 	EventTimeout
 	// EventDisconnectRequest: the peer sent a DREQ; the agent has answered
 	// with a DREP and the ID is in TimeWait. PrivateData is the DREQ's.
@@ -37,13 +38,21 @@ const (
 	EventDisconnected
 	// EventTimeWaitExit: TimeWait is over and the ID is freed.
 	EventTimeWaitExit
+	// EventSIDRRequest: a SIDR_REQ for a listened service arrived (a UD
+	// "connection", rdma_cm's port space UDP). Answer with SIDRReply.
+	// SIDRRequest holds it.
+	EventSIDRRequest
+	// EventSIDRReply: the answer to our SIDR_REQ arrived; SIDRReply holds
+	// it (its Status says whether the service was resolved). The ID is
+	// freed.
+	EventSIDRReply
 )
 
 var eventNames = [...]string{
 	EventRequest: "Request", EventReply: "Reply", EventEstablished: "Established",
 	EventRejected: "Rejected", EventTimeout: "Timeout",
 	EventDisconnectRequest: "DisconnectRequest", EventDisconnected: "Disconnected",
-	EventTimeWaitExit: "TimeWaitExit",
+	EventTimeWaitExit: "TimeWaitExit", EventSIDRRequest: "SIDRRequest", EventSIDRReply: "SIDRReply",
 }
 
 // String returns the name of t.
@@ -67,8 +76,10 @@ type Event struct {
 	// TimedOut marks an EventDisconnected whose DREQ got no DREP.
 	TimedOut bool
 
-	Request     mad.REQFields // EventRequest
-	Reply       mad.REPFields // EventReply
-	Reject      mad.REJFields // EventRejected
-	PrivateData []byte        // EventEstablished, EventDisconnectRequest, EventDisconnected
+	Request     mad.REQFields     // EventRequest
+	Reply       mad.REPFields     // EventReply
+	Reject      mad.REJFields     // EventRejected
+	SIDRRequest mad.SIDRREQFields // EventSIDRRequest
+	SIDRReply   mad.SIDRREPFields // EventSIDRReply
+	PrivateData []byte            // EventEstablished, EventDisconnectRequest, EventDisconnected
 }

@@ -8,14 +8,19 @@ import (
 )
 
 // fuzzAgent is an agent in every role at once: listening and accepting,
-// with a connection of its own in REQ_SENT, so that fuzzed MADs can reach
-// every handler.
+// answering SIDR requests, with a connection of its own in REQ_SENT and a
+// SIDR request out, so that fuzzed MADs can reach every handler.
 func fuzzAgent(t testing.TB) (*wire, *node, []uint32) {
 	w := newWire(t)
 	n := w.add(peerB, guidB, Config{})
 	n.a.Listen(service, 4)
+	n.a.Listen(udpService, 4)
 	n.onEvent = func(n *node, e Event) {
 		switch e.Type {
+		case EventSIDRRequest:
+			if e.SIDRRequest.RequestID&1 == 0 {
+				n.a.SIDRReply(n.w.now, e.ID, SIDRReplyParams{QPN: 0x55, QKey: 0x01234567})
+			}
 		case EventRequest:
 			if e.Request.LocalQPN&1 == 0 {
 				n.a.Accept(n.w.now, e.ID, RepParams{QPN: 0x33})
@@ -28,10 +33,15 @@ func fuzzAgent(t testing.TB) (*wire, *node, []uint32) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return w, n, []uint32{uint32(id)}
+	sid, err := n.a.ResolveSIDR(w.now, SIDRParams{ServiceID: udpService, RemoteGID: peerA.GID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, n, []uint32{uint32(id), uint32(sid)}
 }
 
-// fuzzSeeds returns the MADs of a whole handshake and disconnect.
+// fuzzSeeds returns the MADs of a whole handshake and disconnect, and of
+// a service ID resolution.
 func fuzzSeeds(t testing.TB) [][]byte {
 	w, a, _ := pair(t)
 	id := connect(t, w, a, 0x11)
@@ -39,6 +49,12 @@ func fuzzSeeds(t testing.TB) [][]byte {
 	a.a.Disconnect(w.now, id, nil)
 	w.run()
 	var out [][]byte
+	for _, p := range w.log {
+		out = append(out, p.b)
+	}
+	w, a, _ = sidrPair(t)
+	resolve(t, w, a)
+	w.run()
 	for _, p := range w.log {
 		out = append(out, p.b)
 	}
@@ -56,7 +72,8 @@ func FuzzReceive(f *testing.F) {
 		w, n, ids := fuzzAgent(t)
 		// Arbitrary bytes, or, with craft, a valid CM header on each chunk
 		// of 1+232 bytes: an attribute selector, then the class data with
-		// the receiver's comm ID patched in to hit live connections.
+		// the receiver's comm ID (a SIDR_REP's request ID: the first word)
+		// patched in to hit live connections and requests.
 		msgs := [][]byte{in}
 		if craft {
 			msgs = nil
@@ -72,7 +89,11 @@ func FuzzReceive(f *testing.F) {
 					for id := range n.a.conns {
 						ids = append(ids, id)
 					}
-					binary.BigEndian.PutUint32(b[mad.HeaderSize+4:], ids[int(chunk[0])%len(ids)])
+					off := mad.HeaderSize + 4
+					if chunk[0]&0x40 != 0 {
+						off = mad.HeaderSize
+					}
+					binary.BigEndian.PutUint32(b[off:], ids[int(chunk[0])%len(ids)])
 				}
 				msgs = append(msgs, b)
 			}

@@ -6,7 +6,7 @@ import (
 	"github.com/softfabric/softfabric/dataplane/mad"
 )
 
-// Listen accepts REQs for serviceID (matched exactly). At most backlog of
+// Listen accepts REQs and SIDR_REQs for serviceID (matched exactly). At most backlog of
 // them may wait for Accept or Reject at once; more are dropped, or
 // rejected with Config.RejectOnBacklog. A backlog of 0 or less means
 // DefaultBacklog.
@@ -200,15 +200,4 @@ func (a *Agent) established(c *conn, priv []byte) {
 	c.state = StateEstablished
 	a.unschedule(c)
 	a.emit(Event{Type: EventEstablished, ID: ID(c.id), Peer: c.peer, State: st, PrivateData: priv})
-}
-
-// handleSIDRREQ answers a service ID resolution request with status
-// Unsupported, what the kernel sends when nothing listens
-// (cm_sidr_req_handler, cm_reject_sidr_req).
-func (a *Agent) handleSIDRREQ(from Peer, m mad.MAD) {
-	r := mad.SIDRREQ(m.Data())
-	mad.SIDRREP(cmMAD(a.scratch[:], mad.AttrSIDRREP, m.TransactionID()).Data()).Encode(&mad.SIDRREPFields{
-		RequestID: r.RequestID(), Status: mad.SIDRUnsupported, ServiceID: r.ServiceID(),
-	})
-	a.send(from, a.scratch[:])
 }

@@ -1,7 +1,7 @@
 package ibcm
 
 // State is a connection's CM state (enum ib_cm_state, less Idle and Listen,
-// which have no ID here, and SIDR).
+// which have no ID here), or a service ID resolution's.
 type State uint8
 
 // States. "Sent" and "Rcvd" say which side sent the message named.
@@ -18,6 +18,9 @@ const (
 	StateDREQSent                     // both: DREQ out, retransmitted until DREP
 	StateDREQRcvd                     // both: answering a DREQ (transient: the DREP goes at once)
 	StateTimeWait                     // both: disconnected, answering stragglers
+	StateSIDRREQSent                  // SIDR requester: SIDR_REQ out, retransmitted
+	StateSIDRREQRcvd                  // SIDR responder: request reported, caller to answer
+	StateSIDRREPSent                  // SIDR responder: answered, answering duplicates
 )
 
 var stateNames = [...]string{
@@ -25,6 +28,7 @@ var stateNames = [...]string{
 	StateMRAREQSent: "MRA_REQ_SENT", StateREPSent: "REP_SENT", StateMRAREPRcvd: "MRA_REP_RCVD",
 	StateREPRcvd: "REP_RCVD", StateMRAREPSent: "MRA_REP_SENT", StateEstablished: "ESTABLISHED",
 	StateDREQSent: "DREQ_SENT", StateDREQRcvd: "DREQ_RCVD", StateTimeWait: "TIMEWAIT",
+	StateSIDRREQSent: "SIDR_REQ_SENT", StateSIDRREQRcvd: "SIDR_REQ_RCVD", StateSIDRREPSent: "SIDR_REP_SENT",
 }
 
 // String returns the kernel's name for s (IB_CM_<name>).
@@ -38,7 +42,7 @@ func (s State) String() string {
 // retransmits reports whether s has an outstanding REQ, REP or DREQ.
 func (s State) retransmits() bool {
 	switch s {
-	case StateREQSent, StateMRAREQRcvd, StateREPSent, StateMRAREPRcvd, StateDREQSent:
+	case StateREQSent, StateMRAREQRcvd, StateREPSent, StateMRAREPRcvd, StateDREQSent, StateSIDRREQSent:
 		return true
 	}
 	return false
@@ -47,7 +51,7 @@ func (s State) retransmits() bool {
 // awaitsCaller reports whether s waits on the local caller.
 func (s State) awaitsCaller() bool {
 	switch s {
-	case StateREQRcvd, StateMRAREQSent, StateREPRcvd, StateMRAREPSent:
+	case StateREQRcvd, StateMRAREQSent, StateREPRcvd, StateMRAREPSent, StateSIDRREQRcvd:
 		return true
 	}
 	return false

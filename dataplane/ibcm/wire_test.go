@@ -97,6 +97,9 @@ func cloneEvent(e Event) Event {
 	e.Reply.PrivateData = bytes.Clone(e.Reply.PrivateData)
 	e.Reject.PrivateData = bytes.Clone(e.Reject.PrivateData)
 	e.Reject.ARI = bytes.Clone(e.Reject.ARI)
+	e.SIDRRequest.PrivateData = bytes.Clone(e.SIDRRequest.PrivateData)
+	e.SIDRReply.PrivateData = bytes.Clone(e.SIDRReply.PrivateData)
+	e.SIDRReply.Info = bytes.Clone(e.SIDRReply.Info)
 	return e
 }
 
@@ -233,9 +236,9 @@ func connectParams(qpn uint32, priv []byte) ConnectParams {
 // checkEmpty fails unless the agent keeps no state at all.
 func checkEmpty(t testing.TB, name string, a *Agent) {
 	t.Helper()
-	if len(a.conns)+len(a.byRemote)+len(a.byQP)+len(a.timers) != 0 {
-		t.Errorf("%s keeps state: %d conns, %d by remote, %d by QP, %d timers",
-			name, len(a.conns), len(a.byRemote), len(a.byQP), len(a.timers))
+	if len(a.conns)+len(a.byRemote)+len(a.byQP)+len(a.bySIDR)+len(a.timers)+a.sidrHeld != 0 {
+		t.Errorf("%s keeps state: %d conns, %d by remote, %d by QP, %d SIDR (%d held), %d timers",
+			name, len(a.conns), len(a.byRemote), len(a.byQP), len(a.bySIDR), a.sidrHeld, len(a.timers))
 	}
 	checkInvariants(t, a)
 }
@@ -253,6 +256,21 @@ func checkInvariants(t testing.TB, a *Agent) {
 			t.Fatalf("byQP entry %+v is stale", k)
 		}
 	}
+	held := 0
+	for k, c := range a.bySIDR {
+		if a.conns[c.id] != c || !c.inSIDR || (sidrKey{c.remoteID, c.peer.GID}) != k ||
+			c.state != StateSIDRREQRcvd && c.state != StateSIDRREPSent {
+			t.Fatalf("bySIDR entry %+v is stale", k)
+		}
+	}
+	for _, c := range a.conns {
+		if c.state == StateSIDRREPSent {
+			held++
+		}
+	}
+	if held != a.sidrHeld || held > a.cfg.MaxSIDRHeld {
+		t.Fatalf("%d SIDR requests held, %d counted, at most %d", held, a.sidrHeld, a.cfg.MaxSIDRHeld)
+	}
 	for i, c := range a.timers {
 		if c.heapIdx != i || a.conns[c.id] != c || c.deadline == 0 {
 			t.Fatalf("timer %d is stale", i)
@@ -269,7 +287,7 @@ func checkInvariants(t testing.TB, a *Agent) {
 		if (c.heapIdx >= 0) != (c.deadline != 0) {
 			t.Fatalf("conn %#x in %v: heap index %d, deadline %d", id, c.state, c.heapIdx, c.deadline)
 		}
-		if c.state.retransmits() || c.state.awaitsCaller() || c.state == StateTimeWait {
+		if c.state.retransmits() || c.state.awaitsCaller() || c.state == StateTimeWait || c.state == StateSIDRREPSent {
 			if c.heapIdx < 0 {
 				t.Fatalf("conn %#x in %v has no timer", id, c.state)
 			}
