@@ -62,6 +62,10 @@ type avEntry struct {
 	addr Address
 	path wire.PathFields
 	gen  uint32 // changes on every insertion, so endpoints' caches notice reuse
+	// qkey, with hasQKey, is the Q_Key that sends to the address use
+	// (an rdma_cm peer's, from SIDR); else the endpoint's.
+	qkey    uint32
+	hasQKey bool
 }
 
 // AV opens an address vector with room for size addresses to start with
@@ -85,6 +89,12 @@ const resolveTimeout = 3 * time.Second
 // address twice returns the same index. It fails (ErrAddrNotAvail,
 // wrapped) when no route or next hop reaches the address.
 func (a *AV) Insert(addr Address) (Addr, error) {
+	return a.insert(addr, 0, false)
+}
+
+// insert inserts addr, with the Q_Key for sends to it if hasQKey. An
+// address inserted again keeps its index; a new Q_Key replaces the old.
+func (a *AV) insert(addr Address, qkey uint32, hasQKey bool) (Addr, error) {
 	if !addr.IP.IsValid() || addr.QPN == 0 || addr.QPN >= 1<<24 {
 		return AddrUnspec, fmt.Errorf("inserting %v: %w", addr, ErrInvalid)
 	}
@@ -94,7 +104,16 @@ func (a *AV) Insert(addr Address) (Addr, error) {
 	if a.refs.isClosed() {
 		return AddrUnspec, ErrClosed
 	}
-	if x, ok := a.by[addr]; ok {
+	x, ok := a.by[addr]
+	if ok {
+		e := a.tab.Load().e[x].Load()
+		if e.hasQKey == hasQKey && e.qkey == qkey {
+			return x, nil
+		}
+		a.gen++
+		n := *e
+		n.qkey, n.hasQKey, n.gen = qkey, hasQKey, a.gen
+		a.tab.Load().e[x].Store(&n)
 		return x, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), resolveTimeout)
@@ -104,8 +123,7 @@ func (a *AV) Insert(addr Address) (Addr, error) {
 		return AddrUnspec, fmt.Errorf("inserting %v: %w: %w", addr, ErrAddrNotAvail, err)
 	}
 	a.gen++
-	e := &avEntry{addr: addr, path: path, gen: a.gen}
-	var x Addr
+	e := &avEntry{addr: addr, path: path, gen: a.gen, qkey: qkey, hasQKey: hasQKey}
 	if n := len(a.free); n > 0 {
 		x = a.free[n-1]
 		a.free = a.free[:n-1]

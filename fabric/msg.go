@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/softfabric/softfabric/dataplane/ibcm"
 	"github.com/softfabric/softfabric/dataplane/mad"
 	"github.com/softfabric/softfabric/device"
 	"github.com/softfabric/softfabric/fabric/internal/cm"
@@ -24,6 +25,7 @@ const MaxCMData = cmReqPrivate - 1
 // that came over RDMA-CM (rcm), or over the TCP stand-in (req).
 type connRequest struct {
 	rcm  *rcmConn
+	sidr *sidrRequest // a DGRAM endpoint's (rdma_cm's UDP port space)
 	req  *cm.Request
 	peer QPInfo
 }
@@ -135,9 +137,17 @@ func (ep *Endpoint) Connect(ctx context.Context, addr netip.AddrPort, private []
 
 // Accept accepts the connection request the endpoint was opened with
 // (Info from an EventConnReq), replying with private data. It returns
-// when the requester confirmed, and posts EventConnected.
+// when the requester confirmed, and posts EventConnected. A DGRAM
+// endpoint answers a SIDR request (sidr.go) with its queue pair and
+// Q_Key, and returns at once: there is nothing to confirm.
 func (ep *Endpoint) Accept(ctx context.Context, private []byte) error {
 	r := ep.info.req
+	if ep.typ == EPDgram && r != nil && r.sidr != nil {
+		if ep.state.Load() != epEnabled {
+			return fmt.Errorf("accepting: %w: enable the endpoint first", ErrInvalid)
+		}
+		return ep.acceptSIDR(r.sidr, private)
+	}
 	if ep.typ != EPMsg || r == nil {
 		return fmt.Errorf("accepting: %w: the endpoint was not opened from a connection request", ErrInvalid)
 	}
@@ -192,8 +202,9 @@ func (ep *Endpoint) event(e Event) {
 	}
 }
 
-// PassiveEndpoint listens for connection requests to MSG endpoints: each
-// arrives on its EQ as an EventConnReq.
+// PassiveEndpoint listens for connection requests to MSG endpoints, or
+// SIDR requests to DGRAM endpoints (rdma_cm's UDP port space, sidr.go):
+// each arrives on its EQ as an EventConnReq.
 type PassiveEndpoint struct {
 	f    *Fabric
 	info Info
@@ -209,11 +220,12 @@ type PassiveEndpoint struct {
 	memKey  netip.AddrPort
 }
 
-// PassiveEndpoint opens a passive endpoint for info (a MSG offer; its
-// Service is the port it listens on, DefaultService if 0).
+// PassiveEndpoint opens a passive endpoint for info (a MSG offer, or a
+// DGRAM one for SIDR; its Service is the port it listens on,
+// DefaultService if 0).
 func (f *Fabric) PassiveEndpoint(info *Info) (*PassiveEndpoint, error) {
-	if info == nil || info.EP.Type != EPMsg {
-		return nil, fmt.Errorf("opening a passive endpoint: %w: needs a MSG offer", ErrInvalid)
+	if info == nil || info.EP.Type != EPMsg && info.EP.Type != EPDgram {
+		return nil, fmt.Errorf("opening a passive endpoint: %w: needs a MSG or DGRAM offer", ErrInvalid)
 	}
 	if err := f.refs.add(); err != nil {
 		return nil, err
@@ -242,10 +254,13 @@ func (p *PassiveEndpoint) Listen() error {
 	if p.eq == nil {
 		return fmt.Errorf("listening: %w: no EQ bound", ErrInvalid)
 	}
-	if p.l != nil {
+	if p.l != nil || p.cms != nil {
 		return fmt.Errorf("listening: %w: already listening", ErrInvalid)
 	}
 	at := netip.AddrPortFrom(p.info.Src, p.info.Service)
+	if p.info.EP.Type == EPDgram {
+		return p.listenSIDR(at)
+	}
 	l, key, err := cmListen(p.info.Domain.Name, at)
 	if err != nil {
 		return fmt.Errorf("listening on %v: %w", at, err)
@@ -306,6 +321,9 @@ func (p *PassiveEndpoint) Reject(info *Info, private []byte) error {
 	}
 	if info.req.rcm != nil {
 		return info.req.rcm.reject(private)
+	}
+	if info.req.sidr != nil {
+		return info.req.sidr.reply(ibcm.SIDRReplyParams{Status: mad.SIDRReject, PrivateData: framePrivate(private)})
 	}
 	return info.req.req.Reject(private)
 }

@@ -253,8 +253,12 @@ func (s *cmService) send(to ibcm.Peer, m []byte) {
 
 // event takes the agent's events (on the service's goroutine).
 func (s *cmService) event(e ibcm.Event) {
-	if e.Type == ibcm.EventRequest {
+	switch e.Type {
+	case ibcm.EventRequest:
 		s.request(e)
+		return
+	case ibcm.EventSIDRRequest:
+		s.sidrRequest(e)
 		return
 	}
 	c := s.conns[e.ID]
@@ -262,7 +266,7 @@ func (s *cmService) event(e ibcm.Event) {
 		return
 	}
 	switch e.Type {
-	case ibcm.EventReply, ibcm.EventEstablished, ibcm.EventRejected, ibcm.EventTimeout:
+	case ibcm.EventReply, ibcm.EventEstablished, ibcm.EventRejected, ibcm.EventTimeout, ibcm.EventSIDRReply:
 		select {
 		case c.ev <- ownEvent(e):
 		default:
@@ -286,6 +290,9 @@ func ownEvent(e ibcm.Event) ibcm.Event {
 	e.Reply.PrivateData = slices.Clone(e.Reply.PrivateData)
 	e.Reject.PrivateData = slices.Clone(e.Reject.PrivateData)
 	e.PrivateData = slices.Clone(e.PrivateData)
+	e.SIDRReply.PrivateData = slices.Clone(e.SIDRReply.PrivateData)
+	e.SIDRReply.Info = slices.Clone(e.SIDRReply.Info)
+	e.SIDRRequest.PrivateData = slices.Clone(e.SIDRRequest.PrivateData)
 	return e
 }
 
@@ -294,7 +301,7 @@ func ownEvent(e ibcm.Event) ibcm.Event {
 func (s *cmService) request(e ibcm.Event) {
 	p := s.listeners[e.Request.ServiceID]
 	h := mad.CMAHeader(e.Request.PrivateData)
-	if p == nil || !h.IsValid() || h.Version() != 0 {
+	if p == nil || p.info.EP.Type != EPMsg || !h.IsValid() || h.Version() != 0 {
 		_ = s.agent.Reject(s.now(), e.ID, mad.RejectConsumerDefined, nil)
 		return
 	}

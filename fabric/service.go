@@ -231,7 +231,11 @@ func (ep *Endpoint) addressHandle(x Addr) (*verbs.AddressHandle, error) {
 	if c.ah == nil || c.gen != e.gen {
 		p := e.path
 		p.SrcPort = wire.SourcePort(ep.qp.QPN(), e.addr.QPN)
-		ah, err := verbs.NewAddressHandle(p, e.addr.QPN, ep.qkey)
+		qkey := ep.qkey
+		if e.hasQKey {
+			qkey = e.qkey
+		}
+		ah, err := verbs.NewAddressHandle(p, e.addr.QPN, qkey)
 		if err != nil {
 			return nil, err
 		}
