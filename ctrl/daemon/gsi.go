@@ -20,20 +20,24 @@ import (
 //
 //   - a REQ (or SIDR_REQ) to the application listening on its service ID
 //     (daemonapi.OpListen), or, when none listens, to the first CM
-//     application, whose CM rejects it (Invalid Service ID) as rdma_cm
-//     peers expect; with no CM application at all, the daemon rejects it
-//     itself;
+//     application, whose CM rejects it (Invalid Service ID; SIDR_REP
+//     status Unsupported) as rdma_cm peers expect; with no CM application
+//     at all, the daemon answers so itself;
 //   - every other CM message carries the receiver's communication ID
 //     (REP, REJ, MRA, RTU, DREQ, DREP: the Remote Comm ID; SIDR_REP: the
-//     Request ID), and an application's IDs carry its number in their
-//     top 16 bits (CommIDPrefix), so the ID names the application.
+//     Request ID, which an agent draws like its comm IDs), and an
+//     application's IDs carry its number in their top 16 bits
+//     (CommIDPrefix), so the ID names the application.
 //
 // An application may send a CM MAD from QP1 only with a communication ID
 // of its own (its Local Comm ID, or a SIDR_REQ's Request ID): it cannot
-// answer or disconnect another application's connections. The exception
-// is the REJ of a REQ that made no connection, which has no local ID: an
-// application could reject a request another one sent, by its ID (a
-// denial of service on the same host, not a way in).
+// answer or disconnect another application's connections. A SIDR_REP
+// carries the requester's ID, not the sender's: an application may send
+// one for a service it listens on, or a refusal (any status but success)
+// for any. The other exception is the REJ of a REQ that made no
+// connection, which has no local ID. So an application could refuse a
+// request another one was sent, by its ID (a denial of service on the
+// same host, not a way in), but cannot hand out another's service.
 
 // CommIDPrefix is the top 16 bits of the communication IDs of the
 // application with number id.
@@ -81,7 +85,8 @@ func (r *cmRoutes) mayPostMAD(a *app, m []byte) bool {
 		return false
 	}
 	if v.AttributeID() == mad.AttrSIDRREP {
-		return false // answering SIDR is not supported yet
+		rep := mad.SIDRREP(v.Data())
+		return rep.Status() != mad.SIDRSuccess || r.services[rep.ServiceID()] == a
 	}
 	local := binary.BigEndian.Uint32(v.Data()[0:])
 	if local>>16 == CommIDPrefix(a.id) {
@@ -144,15 +149,16 @@ func (d *Daemon) dropCM(a *app, next *cmRoutes) {
 	maps.DeleteFunc(next.services, func(_ uint64, o *app) bool { return o == a })
 }
 
-// rejectUnrouted answers a REQ that no application takes (none speaks
-// RDMA-CM) with REJ Invalid Service ID, as the kernel's CM answers a
-// request for a service nobody listens on (cm_issue_rej): rdma_cm peers
-// see RDMA_CM_EVENT_REJECTED, status 8, at once. p is the parsed REQ; the
-// REJ goes back the way it came. It runs on the worker, rarely: a REJ
-// per REQ, as the kernel sends.
+// rejectUnrouted answers a REQ or SIDR_REQ that no application takes
+// (none speaks RDMA-CM) as the kernel's CM answers a request for a
+// service nobody listens on: REJ Invalid Service ID (cm_issue_rej), SIDR_REP
+// status Unsupported (cm_reject_sidr_req); rdma_cm peers see
+// RDMA_CM_EVENT_REJECTED, status 8, or RDMA_CM_EVENT_UNREACHABLE at once.
+// p is the parsed request; the answer goes back the way it came. It runs
+// on the worker, rarely: an answer per request, as the kernel sends.
 func (w *worker) rejectUnrouted(p *wire.Packet) {
 	m := mad.MAD(p.Payload)
-	if !m.IsValid() || m.MgmtClass() != mad.ClassCM || m.AttributeID() != mad.AttrREQ {
+	if !m.IsValid() || m.MgmtClass() != mad.ClassCM || m.AttributeID() != mad.AttrREQ && m.AttributeID() != mad.AttrSIDRREQ {
 		return
 	}
 	path, err := wire.NewPath(wire.PathFields{SrcMAC: w.d.mac, DstMAC: p.Ethernet().Src(), Src: p.Dst().Unmap(),
@@ -171,7 +177,11 @@ func (w *worker) rejectUnrouted(p *wire.Packet) {
 	wire.DETH(f[hl+info.DETH:]).Encode(mad.GSIQKey, engine.GSIQPN)
 	out := f[hl+info.HeaderLen : hl+info.HeaderLen+mad.Size]
 	clear(out)
-	ibcm.FormatIssuedREJ(out, m, mad.RejectInvalidServiceID, mad.MsgREQ)
+	if m.AttributeID() == mad.AttrSIDRREQ {
+		ibcm.FormatIssuedSIDRREP(out, m, mad.SIDRUnsupported)
+	} else {
+		ibcm.FormatIssuedREJ(out, m, mad.RejectInvalidServiceID, mad.MsgREQ)
+	}
 	path.Finish(f)
 	w.sock.TxSubmit(len(f))
 	w.c.tx.Add(1)

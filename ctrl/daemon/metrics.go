@@ -30,7 +30,7 @@ var (
 	descWorkerTx   = desc("worker_tx_frames_total", "Frames a daemon worker sent on its queue's AF_XDP socket.", "iface", "queue")
 	descWorkerDrop = desc("worker_dropped_frames_total", "Frames a daemon worker dropped, by reason.", "iface", "queue", "reason")
 	descWorkerIdle = desc("worker_sleeps_total", "Times a daemon worker slept idle.", "iface", "queue")
-	descCMRejects  = desc("cm_rejects_total", "RDMA-CM connection requests no application took, rejected by the daemon (Invalid Service ID).", "iface", "queue")
+	descCMRejects  = desc("cm_rejects_total", "RDMA-CM connection requests no application took, rejected by the daemon (REJ Invalid Service ID, or SIDR_REP Unsupported).", "iface", "queue")
 	descApps       = desc("applications", "Applications attached to the daemon.", "iface")
 	descAppQPs     = desc("application_qps", "Queue pair numbers an application holds.", "iface", "app", "pid", "name")
 	descAppFrames  = desc("application_frames_total", "Frames delivered to (rx) and sent for (tx) an application.", "iface", "app", "pid", "name", "direction")

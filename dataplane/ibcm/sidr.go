@@ -129,11 +129,20 @@ func (a *Agent) handleSIDRREQ(now int64, from Peer, m mad.MAD) {
 
 // issueSIDRREP answers a SIDR_REQ without keeping state.
 func (a *Agent) issueSIDRREP(to Peer, rcvd mad.MAD, status mad.SIDRStatus) {
+	FormatIssuedSIDRREP(a.scratch[:], rcvd, status)
+	a.send(to, a.scratch[:])
+}
+
+// FormatIssuedSIDRREP writes into buf (mad.Size bytes) the SIDR_REP that
+// answers a received SIDR_REQ with status (not success) without any state
+// kept, as the kernel's cm_reject_sidr_req does: the received TID, request
+// ID and service ID. Whoever takes a request no agent has (a daemon
+// routing QP1) answers with it too.
+func FormatIssuedSIDRREP(buf []byte, rcvd mad.MAD, status mad.SIDRStatus) {
 	r := mad.SIDRREQ(rcvd.Data())
-	mad.SIDRREP(cmMAD(a.scratch[:], mad.AttrSIDRREP, rcvd.TransactionID()).Data()).Encode(&mad.SIDRREPFields{
+	mad.SIDRREP(cmMAD(buf, mad.AttrSIDRREP, rcvd.TransactionID()).Data()).Encode(&mad.SIDRREPFields{
 		RequestID: r.RequestID(), Status: status, ServiceID: r.ServiceID(),
 	})
-	a.send(to, a.scratch[:])
 }
 
 // SIDRReplyParams is the answer to a SIDR request.
