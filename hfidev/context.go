@@ -55,6 +55,7 @@ type Context struct {
 
 	maps [abi.MmapRcvRHEQ + 1]Mapping
 	pio  *PIO
+	rcv  *Receiver
 }
 
 // OpenContext opens the device at path through s and sets up a context as
@@ -144,6 +145,7 @@ func (c *Context) setup(opt Options) error {
 		}
 	}
 	c.pio = newPIO(c)
+	c.rcv = newReceiver(c)
 	return nil
 }
 
@@ -189,6 +191,9 @@ func (c *Context) CreditUpdate() error { return c.ioctl(abi.IoctlCreditUpd, nil)
 
 // PIO is the context's PIO sender.
 func (c *Context) PIO() *PIO { return c.pio }
+
+// Receiver is the context's RcvHdrQ poller.
+func (c *Context) Receiver() *Receiver { return c.rcv }
 
 // Reset restarts a halted send context (CTXT_RESET; ENOLCK if it has not
 // halted) and rewinds the PIO sender to match.

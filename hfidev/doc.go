@@ -6,7 +6,8 @@
 // the driver's set-up sequence on either; OpenUnit uses the real device and
 // only when its node exists — the model is never substituted for it.
 // The ABI itself (structures, ioctl numbers, tokens, bit fields) lives in
-// hfidev/abi. So far context set-up and PIO send exist; receive, SDMA and
-// TID do not yet. Hardware support is verified against the model only; see
+// hfidev/abi. So far context set-up, PIO send and receive (Receiver: the
+// RcvHdrQ polled by RcvSeq or the DMA'd tail, payloads as views into the
+// eager buffers, lazy head writes) exist; SDMA and TID do not yet. Hardware support is verified against the model only; see
 // docs/hfidev.md.
 package hfidev

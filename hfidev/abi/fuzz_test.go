@@ -60,3 +60,48 @@ func FuzzPBC(f *testing.F) {
 		}
 	})
 }
+
+// FuzzHdrqEntry: any RHF over any entry and eager area splits without
+// panicking, and what Split returns lies inside the entry (before the RHF)
+// and inside one eager buffer.
+func FuzzHdrqEntry(f *testing.F) {
+	f.Add(uint64(0x0002_0000_1000_9012), 128, 4, 4096)
+	f.Add(uint64(0), 0, 0, 0)
+	f.Add(^uint64(0), 16, 1, 64)
+	f.Fuzz(func(t *testing.T, rhf uint64, entLen, egrTIDs, egrSize int) {
+		entLen, egrTIDs, egrSize = entLen&0x3ff, egrTIDs&0xf, egrSize&0x3fff
+		e := HdrqEntry(make([]byte, max(entLen, RHFSize)))
+		egr := make([]byte, egrTIDs*egrSize)
+		l := RcvLayout{Egr: egr, EgrSize: egrSize, EgrTIDs: egrTIDs, HdrBytes: Header9BSize}
+		for _, fl := range []RHFFields{RHF(rhf).Decode(), RHFJKR(rhf).Decode()} {
+			hdr, payload, err := e.Split(&fl, &l)
+			if err != nil {
+				continue
+			}
+			if len(hdr) != Header9BSize || !within(hdr, e[:e.RHFOffset()]) {
+				t.Fatalf("header outside the entry: RHF %+v", fl)
+			}
+			if fl.UseEgrBfr {
+				buf := egr[int(fl.EgrIndex)*egrSize : int(fl.EgrIndex+1)*egrSize]
+				if !within(payload, buf) || cap(payload) != len(payload) {
+					t.Fatalf("payload outside buffer %d: RHF %+v", fl.EgrIndex, fl)
+				}
+			} else if payload != nil {
+				t.Fatal("payload without UseEgrBfr")
+			}
+		}
+	})
+}
+
+// within reports whether s is a subslice of b.
+func within(s, b []byte) bool {
+	if len(s) == 0 {
+		return true
+	}
+	for i := range b {
+		if &b[i] == &s[0] {
+			return i+len(s) <= len(b)
+		}
+	}
+	return false
+}

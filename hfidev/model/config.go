@@ -31,6 +31,9 @@ type Config struct {
 	Caps           uint64 // HFI1_CAP_* reported in runtime_flags
 	JKey           uint16
 	NumaNode       uint16
+	// LID is the port's LID: the model accepts a 9B packet only when its
+	// LRH.DLID equals it.
+	LID uint16
 
 	// CreditThreshold is how many freed blocks make the chip write the
 	// credit-return word unasked; 0 means the driver's 33% of Credits.
@@ -62,6 +65,7 @@ func DefaultConfig(c abi.Chip) Config {
 		SDMARingSize:   128,
 		Caps:           abi.CapSDMA | abi.CapMultiPktEgr,
 		JKey:           0x8123,
+		LID:            1,
 	}
 }
 
@@ -86,6 +90,17 @@ func (c *Config) validate() error {
 		return fmt.Errorf("model: eager %d×%d B (buffers are whole pages)", c.EgrTIDs, c.RcvEgrSize)
 	case (c.Caps&abi.CapSDMA != 0) != (c.SDMARingSize != 0):
 		return fmt.Errorf("model: SDMA cap and ring size %d disagree", c.SDMARingSize)
+	case c.RcvHdrqCnt%abi.RcvSeqLast == 0:
+		// The entry at the head would carry the expected sequence number
+		// from one lap before: RcvSeq could not tell new from stale.
+		return fmt.Errorf("model: %d hdrq entries, a multiple of %d", c.RcvHdrqCnt, abi.RcvSeqLast)
+	case int(c.RcvHdrqEntSize) < abi.HdrqOffset9B*4+abi.Header9BSize+abi.RHFSize:
+		return fmt.Errorf("model: %d-byte hdrq entries cannot hold a 9B header and the RHF", c.RcvHdrqEntSize)
+	case int(c.RcvEgrSize) < min(int(c.Credits)*abi.PIOBlockSize, abi.PBCMaxLengthDWs*4):
+		// An eager buffer must hold the largest packet the sender can make.
+		return fmt.Errorf("model: %d-byte eager buffers are smaller than a PIO packet", c.RcvEgrSize)
+	case c.Caps&(abi.CapNoDropRHQFull|abi.CapNoDropEgrFull) != 0:
+		return fmt.Errorf("model: NODROP_RHQ_FULL/NODROP_EGR_FULL: %w", ErrNotModeled)
 	}
 	return nil
 }

@@ -10,11 +10,19 @@
 // apertures as doorbells, packet assembly from 64-byte blocks, the block
 // ring wrapping at the context's credits, the credit-return word written
 // on PBC.CreditReturn, at the threshold or on CREDIT_UPD, halting on
-// protocol errors and CTXT_RESET. Sent packets go to an Egress function.
+// protocol errors and CTXT_RESET. Sent packets go to an Egress function;
+// Connect joins two units with a Wire so that each one's packets reach the
+// other's Ingress. Receive: Ingress checks a 9B KDETH packet (DLID, KDETH
+// opcode and QP, context, JKey) and the context writes its RcvHdrQ entry —
+// header at HdrqOffset, RHE on JKR, the RHF with its RcvSeq last — packs
+// the payload into eager buffers, drops on a full queue (RcvHdrHead read
+// as software last wrote it) and writes TidErr headers when the eager
+// buffers are full (RcvEgrIndexHead); expected (TID) packets get TidErr,
+// since no TID is ever programmed.
 //
 // Not modeled yet, and answered with ErrNotModeled rather than pretended:
-// receive (RcvHdrQ, eager, RHEQ writes), SDMA (writev), TID ioctls,
-// RECV_CTRL, POLL_TYPE, ACK_EVENT, SET_PKEY, and context sharing.
+// SDMA (writev), TID ioctls, RECV_CTRL, POLL_TYPE, ACK_EVENT, SET_PKEY,
+// the NODROP capabilities, 16B packets, and context sharing.
 // Modeled devices are named "model:hfi1_N" so that no path of theirs can be
 // taken for a real /dev node.
 package model

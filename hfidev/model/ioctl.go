@@ -79,6 +79,7 @@ func (u *Unit) assignCtxt(f *file, arg []byte) error {
 		if c == nil {
 			c = u.newContext(i)
 			u.ctxts[i] = c
+			u.rcv[i].Store(c.rcv)
 			f.ctxt = c
 			return nil
 		}
@@ -118,6 +119,7 @@ func (u *Unit) newContext(i int) *context {
 	}
 	// A freshly enabled send context has returned nothing yet.
 	storeWord(c.send.word, 0, 0)
+	c.rcv = newRcvCtxt(cfg, c)
 	pioLen := abi.RegionLen(abi.MmapPIOBufs, &ci, cfg.Chip)
 	c.pio = newPIORegion(pioLen, false, c.send)
 	c.sop = newPIORegion(pioLen, true, c.send)

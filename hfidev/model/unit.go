@@ -39,6 +39,11 @@ type Unit struct {
 	credits []byte // credit-return words, see creditOff
 	mapped  map[sys.Region]struct{}
 	egress  atomic.Pointer[Egress]
+
+	// rcv is the receive side of each user context by index, for Ingress:
+	// read without mu, so that delivery never waits on a control call.
+	rcv   []atomic.Pointer[rcvCtxt]
+	drops ingressDrops
 }
 
 var _ sys.Sys = (*Unit)(nil)
@@ -65,6 +70,7 @@ type context struct {
 	pio   *pioRegion
 	sop   *pioRegion
 	send  *sendCtxt
+	rcv   *rcvCtxt
 }
 
 // NewUnit builds a modeled unit.
@@ -83,6 +89,7 @@ func NewUnit(cfg Config) (*Unit, error) {
 		status:  alignedBytes(abi.PageSize),
 		credits: alignedBytes(abi.PageAlign(maxSend * crStructSize)),
 		mapped:  make(map[sys.Region]struct{}),
+		rcv:     make([]atomic.Pointer[rcvCtxt], cfg.UserContexts),
 	}
 	return u, nil
 }
@@ -141,6 +148,7 @@ func (u *Unit) Close(fd int) error {
 	if c := f.ctxt; c != nil {
 		storeWord(u.events, u.eventOff(c, f.subctxt), 0)
 		u.ctxts[c.idx] = nil
+		u.rcv[c.idx].Store(nil)
 	}
 	return nil
 }

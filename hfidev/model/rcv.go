@@ -1,0 +1,189 @@
+package model
+
+import (
+	"encoding/binary"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/softfabric/softfabric/hfidev/abi"
+)
+
+// RcvStats counts what the chip did for one receive context.
+type RcvStats struct {
+	// Packets is entries written to the RcvHdrQ, error entries included.
+	Packets uint64
+	// Eager is packets whose payload went to an eager buffer.
+	Eager uint64
+	// HdrqFull is packets dropped whole because the RcvHdrQ was full
+	// (the chip's per-context RcvHdrOvr count).
+	HdrqFull uint64
+	// EgrFull is headers written with TidErr and no payload because no
+	// eager buffer was free.
+	EgrFull uint64
+	// TIDErr is expected (TID) packets written as header-only entries with
+	// TidErr: the model has no RcvArray, so no TID is ever valid.
+	TIDErr uint64
+	// LenErr is entries flagged LenErr: LRH.PktLen disagreed with the
+	// length received.
+	LenErr uint64
+}
+
+// rcvCtxt is the chip's receive side of one context: it writes RcvHdrQ
+// entries (header, then RHE on JKR, then the RHF last), packs payloads
+// into eager buffers, and reads the head registers software writes.
+type rcvCtxt struct {
+	mu    sync.Mutex
+	chip  abi.Chip
+	hdrq  []byte
+	egr   []byte
+	uregs []byte
+	rtail []byte // nil without CapDMARtail
+	rheq  []byte // nil on WFR
+	multi bool   // CapMultiPktEgr
+
+	cnt, entBytes, entDWs int
+	egrSize, egrN         int
+
+	tail    int   // next entry to write
+	seq     uint8 // RcvSeq of that entry
+	egrTail int   // eager buffer being filled
+	egrOff  int   // bytes used in it
+	egrUsed bool  // whether it holds anything yet
+	stats   RcvStats
+}
+
+func newRcvCtxt(cfg *Config, c *context) *rcvCtxt {
+	return &rcvCtxt{
+		chip: cfg.Chip, hdrq: c.hdrq, egr: c.egr, uregs: c.uregs, rtail: c.rtail, rheq: c.rheq,
+		multi:    cfg.Caps&abi.CapMultiPktEgr != 0,
+		cnt:      int(cfg.RcvHdrqCnt),
+		entBytes: int(cfg.RcvHdrqEntSize),
+		entDWs:   int(cfg.RcvHdrqEntSize) / 4,
+		egrSize:  int(cfg.RcvEgrSize),
+		egrN:     int(cfg.EgrTIDs),
+		seq:      abi.RcvSeqFirst,
+	}
+}
+
+func loadWord(b []byte, off int) uint64 {
+	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&b[off])))
+}
+
+// headEntry is the entry software reads next, from RcvHdrHead.
+func (r *rcvCtxt) headEntry() int {
+	return int(loadWord(r.uregs, abi.URegRcvHdrHead)&abi.RcvHdrHeadMask) / r.entDWs % r.cnt
+}
+
+// egrHead is the oldest eager buffer software still holds, from
+// RcvEgrIndexHead.
+func (r *rcvCtxt) egrHead() int {
+	return int(loadWord(r.uregs, abi.URegRcvEgrIndexHead)&0xffff) % r.egrN
+}
+
+// deliver writes one packet: pkt is a 9B KDETH packet (header and
+// payload, no ICRC) that Ingress has routed here.
+func (r *rcvCtxt) deliver(pkt []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	// The queue is full when the entry after the tail is the head: the
+	// packet is dropped whole and nothing is written.
+	if (r.tail+1)%r.cnt == r.headEntry() {
+		r.stats.HdrqFull++
+		return
+	}
+	h := abi.Header9B(pkt)
+	payload := pkt[abi.Header9BSize:]
+	dws := len(pkt)/4 + abi.ICRCSize/4
+	f := abi.RHFFields{PktLen: uint16(dws), HdrqOffset: abi.HdrqOffset9B, RcvSeq: r.seq, L2Type: abi.L2Type9B}
+	switch {
+	case h.TIDCtrl() != 0:
+		// Expected receive: no RcvArray entry is ever programmed (TID_UPDATE
+		// is not modeled), so every TID is invalid and the header arrives
+		// alone with TidErr ([K] exp_rcv; hfi1-abi.md §5).
+		f.RcvType, f.Errors = abi.RcvTypeExpected, abi.RHFTIDErr
+		r.stats.TIDErr++
+	case len(payload) == 0:
+		f.RcvType = abi.RcvTypeEager
+	default:
+		f.RcvType = abi.RcvTypeEager
+		if r.placeEager(payload, &f) {
+			r.stats.Eager++
+		} else {
+			// Eager full: the header is still written, with TidErr and
+			// RcvType eager (hfi1-abi.md §3 "Returning resources").
+			f.Errors |= abi.RHFTIDErr
+			r.stats.EgrFull++
+		}
+	}
+	if h.PktLen() != uint16(dws) {
+		f.Errors |= abi.RHFLenErr
+		r.stats.LenErr++
+	}
+	base := r.tail * r.entBytes
+	copy(r.hdrq[base+abi.HdrqOffset9B*4:], pkt[:abi.Header9BSize])
+	var rhf uint64
+	if r.chip == abi.ChipWFR {
+		rhf = uint64(f.EncodeWFR())
+	} else {
+		rhe := jkrRHE(f.Errors)
+		f.RHEValid = rhe != 0
+		storeWord(r.rheq, r.tail*8, rhe)
+		rhf = uint64(f.EncodeJKR())
+	}
+	// The RHF goes last, in one store: its RcvSeq publishes the entry.
+	storeWord(r.hdrq, base+r.entBytes-abi.RHFSize, rhf)
+	r.stats.Packets++
+	r.tail = (r.tail + 1) % r.cnt
+	r.seq = abi.NextRcvSeq(r.seq)
+	tail := uint64(r.tail * r.entDWs)
+	if r.rtail != nil {
+		storeWord(r.rtail, 0, tail)
+	}
+	storeWord(r.uregs, abi.URegRcvHdrTail, tail)
+	storeWord(r.uregs, abi.URegRcvEgrIndexTail, uint64(r.egrTail))
+	storeWord(r.uregs, abi.URegRcvEgrOffsetTail, uint64(r.egrOff/abi.EgrOffsetUnit))
+}
+
+// placeEager copies payload and a zero ICRC dword into the eager buffers,
+// packed at 64-byte boundaries with CapMultiPktEgr (one packet per buffer
+// without it), moving to the next buffer when the packet does not fit. It
+// reports false, placing nothing, when the next buffer is the one software
+// holds at RcvEgrIndexHead.
+func (r *rcvCtxt) placeEager(payload []byte, f *abi.RHFFields) bool {
+	need := (len(payload) + abi.ICRCSize + abi.EgrOffsetUnit - 1) &^ (abi.EgrOffsetUnit - 1)
+	if r.egrUsed && (!r.multi || r.egrOff+need > r.egrSize) {
+		next := (r.egrTail + 1) % r.egrN
+		if next == r.egrHead() {
+			return false
+		}
+		r.egrTail, r.egrOff = next, 0
+	}
+	at := r.egrTail*r.egrSize + r.egrOff
+	n := copy(r.egr[at:], payload)
+	binary.LittleEndian.PutUint32(r.egr[at+n:], 0) // the ICRC: not modeled
+	f.UseEgrBfr = true
+	f.EgrIndex = uint16(r.egrTail)
+	f.EgrOffset = uint16(r.egrOff / abi.EgrOffsetUnit)
+	r.egrOff += need
+	r.egrUsed = true
+	return true
+}
+
+// jkrRHE moves the WFR error bits the model produces into an RHE word.
+func jkrRHE(errs uint64) uint64 {
+	var e uint64
+	if errs&abi.RHFTIDErr != 0 {
+		e |= abi.RHETIDErr
+	}
+	if errs&abi.RHFLenErr != 0 {
+		e |= abi.RHELenErr
+	}
+	return e
+}
+
+func (r *rcvCtxt) snapshot() RcvStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stats
+}
