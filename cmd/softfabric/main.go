@@ -38,6 +38,9 @@ Commands:
   ucmatose [-s SERVER] [flags] [--iface IFACE]
                                             librdmacm's ucmatose: serves without -s, connects with it;
                                             -c connections, -C messages of -S bytes each way on each
+  udaddy [-s SERVER] [flags] [--iface IFACE]
+                                            librdmacm's udaddy: UD queue pairs resolved by SIDR; serves
+                                            without -s; -c connections, -C datagrams of -S bytes each way
   rdma_server [-s ADDR] [-p PORT]           librdmacm's rdma_server and rdma_client: one 16-byte
   rdma_client -s SERVER [-p PORT]           message each way over RDMA-CM
   version                                   print the version

@@ -64,22 +64,9 @@ func cmdUcmatose(args []string, stdout, stderr io.Writer) error {
 	if err := needRootFor(o.iface); err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if cfg.Server.IsValid() {
-		err = ucmatose.Run(ctx, cfg, stdout, stderr)
-	} else {
-		var s *ucmatose.Server
-		if s, err = ucmatose.Listen(ctx, cfg, stdout, stderr); err != nil {
-			return err
-		}
-		err = s.Serve(ctx)
-		s.Close()
-	}
-	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
-		return errors.New("interrupted")
-	}
-	return err
+	return runCMATool(cfg.Server.IsValid(),
+		func(ctx context.Context) error { return ucmatose.Run(ctx, cfg, stdout, stderr) },
+		func(ctx context.Context) (*ucmatose.Server, error) { return ucmatose.Listen(ctx, cfg, stdout, stderr) })
 }
 
 // needRootFor refuses a run on a device nobody serves without root: in
@@ -96,15 +83,10 @@ func needRootFor(iface string) error {
 func ucmatoseConfig(o ucmatoseOpts, pos []string, stderr io.Writer) (ucmatose.Config, error) {
 	cfg := ucmatose.Config{Iface: o.iface, Connections: o.conns, Count: o.count, Size: o.size,
 		AckTimeout: o.ackTimeout, Migrate: o.migrate, ConnectTimeout: o.timeout}
+	if err := cmaCounts("ucmatose", pos, o.conns, o.count, o.size); err != nil {
+		return cfg, err
+	}
 	switch {
-	case len(pos) > 0:
-		return cfg, usagef("ucmatose takes no arguments besides its options: %q", pos[0])
-	case o.conns < 1:
-		return cfg, usagef("invalid connection count %d", o.conns)
-	case o.count < 0 || o.count > ucmatose.MaxCount:
-		return cfg, usagef("invalid message count %d (0 to %d: softfabric's queues hold %d)", o.count, ucmatose.MaxCount, ucmatose.MaxCount)
-	case o.size < 0 || o.size > ucmatose.MaxSize:
-		return cfg, usagef("invalid message size %d (0 to %d)", o.size, ucmatose.MaxSize)
 	case o.port <= 0 || o.port > 65535:
 		return cfg, usagef("invalid port %d", o.port)
 	case o.ackTimeout < 0 || o.ackTimeout > 31:
@@ -120,27 +102,75 @@ func ucmatoseConfig(o ucmatoseOpts, pos []string, stderr io.Writer) (ucmatose.Co
 	case !strings.HasPrefix(ps, "tcp"):
 		fmt.Fprintln(stderr, "Warning: unknown port space format") // and TCP it is, as in cmatose
 	}
+	cfg.Port = uint16(o.port)
+	var err error
+	cfg.Server, cfg.Bind, err = cmaAddrs(o.format, o.server, o.bind, stderr)
+	return cfg, err
+}
+
+// cmaCounts checks what ucmatose and udaddy (name) share: no arguments
+// but options, and the connection and message counts and size.
+func cmaCounts(name string, pos []string, conns, count, size int) error {
+	switch {
+	case len(pos) > 0:
+		return usagef("%s takes no arguments besides its options: %q", name, pos[0])
+	case conns < 1:
+		return usagef("invalid connection count %d", conns)
+	case count < 0 || count > ucmatose.MaxCount:
+		return usagef("invalid message count %d (0 to %d: softfabric's queues hold %d)", count, ucmatose.MaxCount, ucmatose.MaxCount)
+	case size < 0 || size > ucmatose.MaxSize:
+		return usagef("invalid message size %d (0 to %d)", size, ucmatose.MaxSize)
+	}
+	return nil
+}
+
+// cmaAddrs reads -f, -s and -b as cmatose and udaddy do: the server's
+// address (a client's), the local one.
+func cmaAddrs(format, server, bind string, stderr io.Writer) (srv, local netip.Addr, err error) {
 	numeric := false
-	switch f := strings.ToLower(o.format); {
+	switch f := strings.ToLower(format); {
 	case strings.HasPrefix(f, "ip"):
 		numeric = true
 	case strings.HasPrefix(f, "gid"):
-		return cfg, usagef("-f gid: softfabric has no AF_IB addresses; give IP addresses")
+		return srv, local, usagef("-f gid: softfabric has no AF_IB addresses; give IP addresses")
 	case !strings.HasPrefix(f, "name"):
 		fmt.Fprintln(stderr, "Warning: unknown address format")
 	}
-	cfg.Port = uint16(o.port)
+	if srv, err = ucmatoseAddr("-s", server, numeric); err != nil {
+		return srv, local, err
+	}
+	if local, err = ucmatoseAddr("-b", bind, numeric); err != nil {
+		return srv, local, err
+	}
+	if server != "" && srv.IsUnspecified() {
+		return srv, local, usagef("-s %s: the client needs the server's address", server)
+	}
+	return srv, local, nil
+}
+
+// runCMATool runs a librdmacm example's client, or its server (listen,
+// then serve), until done or interrupted.
+func runCMATool[S interface {
+	Serve(context.Context) error
+	Close()
+}](client bool, run func(context.Context) error, listen func(context.Context) (S, error)) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	var err error
-	if cfg.Server, err = ucmatoseAddr("-s", o.server, numeric); err != nil {
-		return cfg, err
+	if client {
+		err = run(ctx)
+	} else {
+		var s S
+		if s, err = listen(ctx); err != nil {
+			return err
+		}
+		err = s.Serve(ctx)
+		s.Close()
 	}
-	if cfg.Bind, err = ucmatoseAddr("-b", o.bind, numeric); err != nil {
-		return cfg, err
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return errors.New("interrupted")
 	}
-	if o.server != "" && cfg.Server.IsUnspecified() {
-		return cfg, usagef("-s %s: the client needs the server's address", o.server)
-	}
-	return cfg, nil
+	return err
 }
 
 // ucmatoseAddr reads an address, or a host name unless numeric (-f ip).

@@ -1,7 +1,8 @@
-// Package msgdomain opens a domain for connected (MSG) endpoints on the
-// device softfabric serves, picked as librdmacm's example tools pick
-// theirs: by the local address, by interface, or the only device up. The
-// RDMA-CM tools (internal/rping, internal/ucmatose) share it.
+// Package msgdomain opens a domain for connected (MSG) endpoints, or
+// datagram ones, on the device softfabric serves, picked as librdmacm's
+// example tools pick theirs: by the local address, by interface, or the
+// only device up. The RDMA-CM tools (internal/rping, internal/ucmatose)
+// share it.
 package msgdomain
 
 import (
@@ -15,12 +16,13 @@ import (
 
 // Options select the device and size the endpoints' queues.
 type Options struct {
-	Provider string      // "" for softfabric's devices; fabric.ProviderMem in tests
-	Iface    string      // the device's interface; "" to find it by Local
-	Port     uint16      // the service passive endpoints listen on
-	Local    netip.Addr  // the device's address (invalid or unspecified: any)
-	Caps     fabric.Caps // besides CapMsg
-	TX, RX   int         // queue depths
+	Provider string        // "" for softfabric's devices; fabric.ProviderMem in tests
+	Iface    string        // the device's interface; "" to find it by Local
+	Port     uint16        // the service passive endpoints listen on
+	Local    netip.Addr    // the device's address (invalid or unspecified: any)
+	Type     fabric.EPType // the endpoints' type: EPMsg when unspecified, or EPDgram
+	Caps     fabric.Caps   // besides CapMsg
+	TX, RX   int           // queue depths
 }
 
 // Domain is an open fabric and domain, and the offer endpoints come from.
@@ -33,9 +35,12 @@ type Domain struct {
 // Open opens the domain o names. More than one device up, with none
 // chosen, is an error that says to choose one with --iface.
 func Open(ctx context.Context, o Options) (*Domain, error) {
+	if o.Type == fabric.EPUnspec {
+		o.Type = fabric.EPMsg
+	}
 	hints := &fabric.Hints{
 		Provider: o.Provider,
-		EPType:   fabric.EPMsg,
+		EPType:   o.Type,
 		Caps:     fabric.CapMsg | o.Caps,
 		Service:  o.Port,
 		Domain:   fabric.DomainAttr{Name: o.Iface},
