@@ -2,6 +2,7 @@ package sys
 
 import (
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"unsafe"
 )
@@ -34,7 +35,7 @@ func (r *MemRegion) word(off int) *uint64 {
 	if off%8 != 0 {
 		panic("sys: misaligned region offset")
 	}
-	_ = r.b[off+7]
+	r.check(off, 8)
 	return (*uint64)(unsafe.Pointer(&r.b[off]))
 }
 
@@ -46,8 +47,17 @@ func (r *MemRegion) Store64(off int, v uint64) { atomic.StoreUint64(r.word(off),
 
 // StoreBlock implements Region.
 func (r *MemRegion) StoreBlock(off int, blk *[8]uint64) {
-	_ = r.b[off+63]
+	r.check(off, 64)
 	for i, v := range blk {
 		atomic.StoreUint64(r.word(off+8*i), v)
+	}
+}
+
+// check panics unless [off, off+n) is inside the region. It compares
+// lengths instead of touching r.b[off+n-1]: that byte read would race, for
+// the race detector, with the chip's atomic stores to the same word.
+func (r *MemRegion) check(off, n int) {
+	if off < 0 || off > len(r.b)-n {
+		panic(fmt.Sprintf("sys: region access [%d, %d) outside %d bytes", off, off+n, len(r.b)))
 	}
 }
