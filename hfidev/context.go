@@ -56,6 +56,7 @@ type Context struct {
 	maps [abi.MmapRcvRHEQ + 1]Mapping
 	pio  *PIO
 	rcv  *Receiver
+	sdma *SDMA
 }
 
 // OpenContext opens the device at path through s and sets up a context as
@@ -146,6 +147,7 @@ func (c *Context) setup(opt Options) error {
 	}
 	c.pio = newPIO(c)
 	c.rcv = newReceiver(c)
+	c.sdma = newSDMA(c)
 	return nil
 }
 
@@ -191,6 +193,9 @@ func (c *Context) CreditUpdate() error { return c.ioctl(abi.IoctlCreditUpd, nil)
 
 // PIO is the context's PIO sender.
 func (c *Context) PIO() *PIO { return c.pio }
+
+// SDMA is the context's user SDMA submitter; nil without HFI1_CAP_SDMA.
+func (c *Context) SDMA() *SDMA { return c.sdma }
 
 // Receiver is the context's RcvHdrQ poller.
 func (c *Context) Receiver() *Receiver { return c.rcv }

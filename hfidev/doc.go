@@ -8,6 +8,7 @@
 // The ABI itself (structures, ioctl numbers, tokens, bit fields) lives in
 // hfidev/abi. So far context set-up, PIO send and receive (Receiver: the
 // RcvHdrQ polled by RcvSeq or the DMA'd tail, payloads as views into the
-// eager buffers, lazy head writes) exist; SDMA and TID do not yet. Hardware support is verified against the model only; see
+// eager buffers, lazy head writes) and EAGER SDMA (SDMA: writev requests,
+// completions reaped in order) exist; TID does not yet. Hardware support is verified against the model only; see
 // docs/hfidev.md.
 package hfidev

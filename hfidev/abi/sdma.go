@@ -10,6 +10,10 @@ const (
 	SDMAMaxDataIovs = 8
 )
 
+// SDMAReqVersion is the request version PSM2 and OPX put in ctrl[3:0]
+// (the driver does not check it).
+const SDMAReqVersion = 1
+
 // SDMA request opcodes (sdma_req_opcode).
 const (
 	SDMAOpExpected = 0
@@ -85,3 +89,30 @@ type SDMACompEntry struct {
 	Status  SDMACompState // @0
 	ErrCode uint32        // @4
 }
+
+// SDMA request limits and checks ([K] user_sdma.c, user_sdma.h).
+const (
+	// SDMAMaxTIDEntries is MAX_TID_PAIR_ENTRIES: the longest tidlist an
+	// EXPECTED request may carry.
+	SDMAMaxTIDEntries = 1024
+	// UserOpcodeMask and UserOpcodeValue: a user packet's BTH.Opcode must
+	// satisfy opcode&mask == value (USER_OPCODE_CHECK_MASK/_VAL).
+	UserOpcodeMask  = 0xc0
+	UserOpcodeValue = 0xc0
+	// KDETHBTHSeqMask is HFI1_KDETH_BTH_SEQ_MASK: the PSN bits an EXPECTED
+	// request advances per packet.
+	KDETHBTHSeqMask = 0x7ff
+)
+
+// PktHeader is a view of struct hfi1_pkt_header, the 64-byte header
+// template of an SDMA request: the PBC (little-endian) then a 9B header.
+type PktHeader []byte
+
+// PBC is the template's PBC.
+func (h PktHeader) PBC() PBC { return PBC(le.Uint64(h[PktHeaderPBCOff:])) }
+
+// SetPBC stores p as the template's PBC.
+func (h PktHeader) SetPBC(p PBC) { le.PutUint64(h[PktHeaderPBCOff:], uint64(p)) }
+
+// Header is the 9B header after the PBC.
+func (h PktHeader) Header() Header9B { return Header9B(h[PktHeaderLRHOff:PktHeaderSize]) }

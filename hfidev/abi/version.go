@@ -16,6 +16,8 @@ const (
 const (
 	CapDMARtail      uint64 = 1 << 0 // RcvHdrTail is DMA'd to the RTAIL page
 	CapSDMA          uint64 = 1 << 1 // user SDMA (writev) is available
+	CapSDMAAHG       uint64 = 1 << 2 // SDMA header generation (AHG) for multi-packet requests
+	CapExtendedPSN   uint64 = 1 << 3 // 31-bit PSNs: SDMA's per-packet PSN wraps at 2^31, not 2^24
 	CapMultiPktEgr   uint64 = 1 << 7 // several packets per eager buffer
 	CapNoDropRHQFull uint64 = 1 << 8 // stall instead of drop on RcvHdrQ full
 	CapNoDropEgrFull uint64 = 1 << 9 // stall instead of drop on eager full

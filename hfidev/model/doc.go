@@ -18,11 +18,15 @@
 // the payload into eager buffers, drops on a full queue (RcvHdrHead read
 // as software last wrote it) and writes TidErr headers when the eager
 // buffers are full (RcvEgrIndexHead); expected (TID) packets get TidErr,
-// since no TID is ever programmed.
+// since no TID is ever programmed. SDMA: Writev checks EAGER requests as
+// hfi1_user_sdma_process_request does, with its errno (EINVAL, EBADSLT,
+// ENOSPC, ECOMM, EFAULT, EIO; ERROR and the errno in the slot once it is
+// claimed), cuts them into packets with the driver's per-packet rewrite
+// and completes them, at once or, held, in any order.
 //
 // Not modeled yet, and answered with ErrNotModeled rather than pretended:
-// SDMA (writev), TID ioctls, RECV_CTRL, POLL_TYPE, ACK_EVENT, SET_PKEY,
-// the NODROP capabilities, 16B packets, and context sharing.
+// EXPECTED (TID) SDMA and the TID ioctls, RECV_CTRL, POLL_TYPE, ACK_EVENT,
+// SET_PKEY, the NODROP capabilities, 16B packets, and context sharing.
 // Modeled devices are named "model:hfi1_N" so that no path of theirs can be
 // taken for a real /dev node.
 package model

@@ -107,6 +107,7 @@ func (u *Unit) newContext(i int) *context {
 	}
 	if cfg.Caps&abi.CapSDMA != 0 {
 		c.comp = alignedBytes(abi.RegionLen(abi.MmapSDMAComp, &ci, cfg.Chip))
+		c.sdma = newSDMAQueue(c.comp, int(cfg.SDMARingSize))
 	}
 	off := u.creditOff(c)
 	c.send = &sendCtxt{

@@ -44,6 +44,8 @@ type Unit struct {
 	// read without mu, so that delivery never waits on a control call.
 	rcv   []atomic.Pointer[rcvCtxt]
 	drops ingressDrops
+
+	sdmaHold, sdmaStopped atomic.Bool
 }
 
 var _ sys.Sys = (*Unit)(nil)
@@ -71,6 +73,7 @@ type context struct {
 	sop   *pioRegion
 	send  *sendCtxt
 	rcv   *rcvCtxt
+	sdma  *sdmaQueue // nil without CapSDMA
 }
 
 // NewUnit builds a modeled unit.
@@ -169,17 +172,6 @@ func (u *Unit) creditOff(c *context) int {
 
 // crStructSize is sizeof(struct credit_return): eight u64.
 const crStructSize = 64
-
-// Writev implements sys.Sys. SDMA is not modeled yet.
-func (u *Unit) Writev(fd int, iov [][]byte) (int, error) {
-	u.mu.Lock()
-	_, ok := u.files[fd]
-	u.mu.Unlock()
-	if !ok {
-		return 0, unix.EBADF
-	}
-	return 0, fmt.Errorf("writev (SDMA): %w", ErrNotModeled)
-}
 
 // Munmap implements sys.Sys.
 func (u *Unit) Munmap(r sys.Region) error {

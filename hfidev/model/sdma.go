@@ -1,0 +1,343 @@
+package model
+
+import (
+	"fmt"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/softfabric/softfabric/hfidev/abi"
+)
+
+// sdmaQueue is one context's user SDMA state, as the driver keeps it per
+// file ([K] user_sdma.c: hfi1_user_sdma_pkt_q and _comp_q): the
+// completion ring, which slots hold a request (req_in_use), how many
+// requests are in flight (n_reqs), and, while completions are held, the
+// slots whose last packet has left but whose completion is not written.
+type sdmaQueue struct {
+	mu    sync.Mutex
+	comp  []byte // the SDMA_COMP region: {u32 status, u32 errcode} per slot
+	ring  int
+	inUse []bool
+	nReqs int
+	held  []uint16
+	tmpl  [abi.PktHeaderSize]byte
+	pkt   []byte // the packet being built: PBC, header, payload
+}
+
+func newSDMAQueue(comp []byte, ring int) *sdmaQueue {
+	return &sdmaQueue{
+		comp: comp, ring: ring, inUse: make([]bool, ring),
+		pkt: make([]byte, abi.PBCMaxLengthDWs*4),
+	}
+}
+
+// Writev implements sys.Sys: user SDMA, as hfi1_write_iter and
+// hfi1_user_sdma_process_request do it. Each request is iov[0] =
+// sdma_req_info + the 64-byte header template, then its data iovecs (and,
+// for EXPECTED, a tidlist). It returns how many requests it accepted; if
+// any request fails, the error alone, as the driver does (requests before
+// it stay accepted). Accepted requests are sent at once, packet by
+// packet, to the unit's egress; their completion is written right away
+// unless HoldSDMACompletions is on.
+func (u *Unit) Writev(fd int, iov [][]byte) (int, error) {
+	u.mu.Lock()
+	f, ok := u.files[fd]
+	var c *context
+	if ok {
+		c = f.ctxt
+	}
+	u.mu.Unlock()
+	switch {
+	case !ok:
+		return -1, unix.EBADF
+	case u.cfg.Caps&abi.CapSDMA == 0:
+		return -1, unix.EINVAL
+	case c == nil:
+		return -1, unix.EIO
+	case len(iov) == 0:
+		return -1, unix.EINVAL
+	}
+	q := c.sdma
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.nReqs >= q.ring {
+		return -1, unix.ENOSPC
+	}
+	reqs := 0
+	for len(iov) > 0 {
+		n, err := u.process(c, q, iov)
+		if err != nil {
+			return -1, err
+		}
+		iov = iov[n:]
+		reqs++
+	}
+	return reqs, nil
+}
+
+// process takes one request off the front of iov and returns how many
+// iovecs it used. The checks before the slot is claimed fail without
+// touching the ring; those after it write ERROR with the errno to the
+// slot and free it (free_req), except ErrNotModeled, which only frees it.
+func (u *Unit) process(c *context, q *sdmaQueue, iov [][]byte) (int, error) {
+	if len(iov[0]) < abi.SDMAReqInfoSize+abi.PktHeaderSize {
+		return 0, unix.EINVAL
+	}
+	var info abi.SDMAReqInfo
+	info.Unmarshal(iov[0])
+	cnt := int(info.IovCnt())
+	switch {
+	case int(info.CompIdx) >= q.ring:
+		return 0, unix.EINVAL
+	case cnt < 1 || cnt > len(iov):
+		return 0, unix.EINVAL
+	case info.FragSize == 0:
+		return 0, unix.EINVAL
+	case q.inUse[info.CompIdx]:
+		return 0, unix.EBADSLT
+	}
+	q.inUse[info.CompIdx] = true
+	q.nReqs++
+	err := u.send(c, q, &info, iov[:cnt])
+	switch {
+	case err == nil:
+		if u.sdmaHold.Load() {
+			q.held = append(q.held, info.CompIdx)
+		} else {
+			q.complete(info.CompIdx, abi.SDMAComplete, 0)
+		}
+		return cnt, nil
+	case isErrno(err):
+		q.complete(info.CompIdx, abi.SDMAError, err.(unix.Errno))
+	default:
+		q.free(info.CompIdx)
+	}
+	return 0, err
+}
+
+func isErrno(err error) bool {
+	_, ok := err.(unix.Errno)
+	return ok
+}
+
+// send validates a claimed request and sends its packets (user_sdma.c,
+// check for check; see docs/hfidev.md for what the model simplifies).
+func (u *Unit) send(c *context, q *sdmaQueue, info *abi.SDMAReqInfo, iov [][]byte) error {
+	expected := info.Opcode() == abi.SDMAOpExpected
+	data := iov[1:]
+	if expected {
+		if len(data) < 2 {
+			return unix.EINVAL
+		}
+		data = data[:len(data)-1]
+	}
+	if info.NPkts == 0 || len(data) > abi.SDMAMaxDataIovs {
+		return unix.EINVAL
+	}
+	tmpl := abi.PktHeader(q.tmpl[:])
+	copy(tmpl, iov[0][abi.SDMAReqInfoSize:])
+	pbc := tmpl.PBC()
+	if u.cfg.Chip == abi.ChipWFR {
+		// Without user STATIC_RATE_CTRL the driver clears pbc[2]: the
+		// WFR StaticRateControl bits 47:32.
+		pbc &^= 0xffff << 32
+		tmpl.SetPBC(pbc)
+	}
+	h := tmpl.Header()
+	if h.Opcode()&abi.UserOpcodeMask != abi.UserOpcodeValue {
+		return unix.EINVAL
+	}
+	// VL from the PBC must be operational and match the SC (LRH [15:12]
+	// and PBC.SC4) through the SC→VL table: the model's maps SC 0..7 to
+	// VL 0..7 and has 8 data VLs.
+	sc := h.VL() | uint8(b2i(pbc.SC4()))<<4
+	if vl := pbc.VL(); vl >= numDataVLs || sc >= numDataVLs || vl != sc {
+		return unix.EINVAL
+	}
+	// The P_Key table holds the default partition only.
+	if h.PKey()&0x7fff != 0x7fff {
+		return unix.EINVAL
+	}
+	if h.LNH() == abi.LNHIBGlobal {
+		return unix.EINVAL
+	}
+	dataLen := 0
+	for _, d := range data {
+		dataLen += len(d)
+	}
+	if expected {
+		if n := len(iov[len(iov)-1]) / 4; n == 0 || n > abi.SDMAMaxTIDEntries {
+			return unix.EINVAL
+		}
+		return fmt.Errorf("SDMA EXPECTED (TID) request: %w", ErrNotModeled)
+	}
+	if !u.sdmaRunning() {
+		return unix.ECOMM
+	}
+	q.writeComp(info.CompIdx, abi.SDMAQueued, 0)
+
+	if err := checkLengths(info, h, dataLen); err != nil {
+		return err
+	}
+	psnMask := uint32(0xffffff)
+	if u.cfg.Caps&abi.CapExtendedPSN != 0 {
+		psnMask = 0x7fffffff
+	}
+	psn0, koff := h.PSN(), h.SWData(6)
+	src := dataCursor{iov: data}
+	for seq := range int(info.NPkts) {
+		n := pktData(info, h, dataLen, seq, src.sent)
+		lrhLen := lrhBytes(n)
+		pkt := q.pkt[:lrhLen+abi.PBCSize-abi.ICRCSize]
+		copy(pkt, tmpl)
+		ph := abi.PktHeader(pkt)
+		ph.SetPBC(pbc&^abi.PBCMaxLengthDWs | abi.PBC(lrhLen/4+1))
+		hh := ph.Header()
+		hh.SetPktLen(uint16(lrhLen / 4))
+		if seq > 0 {
+			hh.SetPSN((psn0+uint32(seq))&psnMask, seq == int(info.NPkts)-1)
+			hh.SetSWData(6, koff)
+		}
+		body := pkt[abi.PktHeaderSize:]
+		src.read(body[:n])
+		clear(body[n:])
+		koff += uint32(n)
+		if e := u.egress.Load(); e != nil {
+			(*e)(c.sendCtxt, pkt)
+		}
+	}
+	return nil
+}
+
+// pktData is packet seq's payload length (compute_data_length): the
+// template's LRH length less header and ICRC for the first packet (the
+// data itself if under a dword), then fragsize or what remains.
+func pktData(info *abi.SDMAReqInfo, h abi.Header9B, dataLen, seq, sent int) int {
+	switch {
+	case seq == 0 && dataLen < 4:
+		return dataLen
+	case seq == 0:
+		return int(h.PktLen())*4 - (abi.PktHeaderSize - abi.PBCSize) - abi.ICRCSize
+	}
+	return min(dataLen-sent, int(info.FragSize))
+}
+
+// lrhBytes is get_lrh_len: header without the PBC, the ICRC, and the
+// payload padded to a dword.
+func lrhBytes(n int) int { return abi.PktHeaderSize - abi.PBCSize + abi.ICRCSize + (n+3)&^3 }
+
+// checkLengths walks the request's packets before any is sent. The driver
+// builds and submits them in batches of eight (initial_pkt_count), so
+// there a request failing late may already have sent its first batches;
+// the model sends nothing of a failing request.
+func checkLengths(info *abi.SDMAReqInfo, h abi.Header9B, dataLen int) error {
+	sent := 0
+	for seq := range int(info.NPkts) {
+		n := pktData(info, h, dataLen, seq, sent)
+		if n < 0 {
+			// A template shorter than its header: the driver's u32 wraps
+			// and check_header_template refuses it.
+			return unix.EINVAL
+		}
+		if (dataLen > 0 && n == 0) || n > dataLen-sent {
+			// "Request has data but pkt len is 0"; or a template longer
+			// than the data, which the model refuses (the engine could
+			// not read it).
+			return unix.EFAULT
+		}
+		lrh := lrhBytes(n)
+		if seq == 0 && (info.FragSize%abi.PIOBlockSize != 0 || lrh > lrhBytes(int(info.FragSize))) {
+			return unix.EINVAL // check_header_template
+		}
+		if lrh/4+1 > abi.PBCMaxLengthDWs {
+			return unix.EINVAL // beyond PBC.LengthDWs: the model's own check
+		}
+		sent += n
+	}
+	return nil
+}
+
+// numDataVLs is the model port's operational data VLs.
+const numDataVLs = 8
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// dataCursor reads a request's data iovecs in order.
+type dataCursor struct {
+	iov  [][]byte
+	off  int
+	sent int
+}
+
+func (d *dataCursor) read(p []byte) {
+	for len(p) > 0 {
+		k := copy(p, d.iov[0][d.off:])
+		p, d.off, d.sent = p[k:], d.off+k, d.sent+k
+		if d.off == len(d.iov[0]) {
+			d.iov, d.off = d.iov[1:], 0
+		}
+	}
+}
+
+// writeComp stores a slot's {status, errcode} in one 64-bit store, which
+// also satisfies the driver's "errcode before status".
+func (q *sdmaQueue) writeComp(slot uint16, st abi.SDMACompState, errno unix.Errno) {
+	storeWord(q.comp, int(slot)*abi.SDMACompEntrySize, uint64(st)|uint64(errno)<<32)
+}
+
+func (q *sdmaQueue) complete(slot uint16, st abi.SDMACompState, errno unix.Errno) {
+	q.free(slot)
+	q.writeComp(slot, st, errno)
+}
+
+func (q *sdmaQueue) free(slot uint16) {
+	q.inUse[slot] = false
+	q.nReqs--
+}
+
+// HoldSDMACompletions makes requests accepted from now on keep their slots
+// QUEUED (and in use) until ReleaseSDMACompletions: a test's way to fill
+// the ring (EBADSLT, ENOSPC) and to complete out of order.
+func (u *Unit) HoldSDMACompletions(hold bool) { u.sdmaHold.Store(hold) }
+
+// ReleaseSDMACompletions completes up to n held requests (all with n < 0)
+// as COMPLETE, oldest first or, with newestFirst, newest first (requests
+// on different engines may complete out of order), and returns how many
+// it completed.
+func (u *Unit) ReleaseSDMACompletions(n int, newestFirst bool) int {
+	u.mu.Lock()
+	ctxts := append([]*context(nil), u.ctxts...)
+	u.mu.Unlock()
+	done := 0
+	for _, c := range ctxts {
+		if c == nil || c.sdma == nil {
+			continue
+		}
+		q := c.sdma
+		q.mu.Lock()
+		for len(q.held) > 0 && (n < 0 || done < n) {
+			var slot uint16
+			if newestFirst {
+				slot, q.held = q.held[len(q.held)-1], q.held[:len(q.held)-1]
+			} else {
+				slot, q.held = q.held[0], q.held[1:]
+			}
+			q.complete(slot, abi.SDMAComplete, 0)
+			done++
+		}
+		q.mu.Unlock()
+	}
+	return done
+}
+
+// SetSDMARunning stops or restarts the unit's SDMA engines; a request
+// made while they are stopped fails with ECOMM ("engine down").
+func (u *Unit) SetSDMARunning(run bool) { u.sdmaStopped.Store(!run) }
+
+func (u *Unit) sdmaRunning() bool { return !u.sdmaStopped.Load() }
