@@ -51,6 +51,9 @@ type Endpoint struct {
 	cntSend, cntRecv    *Counter
 	cntRead, cntWrite   *Counter
 	cntRRead, cntRWrite *Counter
+	// rmaSeen are the queue pair's remote writes and reads counted so far
+	// (countRMAEvents).
+	rmaSeen             [2]uint64
 	av                  *AV
 	eq                  *EQ
 	tx                  opRing[txOp]

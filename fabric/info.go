@@ -54,11 +54,12 @@ func bitNames(v uint64, names []string) string {
 }
 
 // The capabilities each endpoint type offers. Unsupported here, and so
-// refused by GetInfo: CapTrigger, CapRMAEvent, CapSharedAV.
+// refused by GetInfo: CapTrigger, CapSharedAV, and CapRMAEvent but on MSG
+// endpoints.
 const (
-	capsMsg   = CapMsg | CapRMA | CapAtomic | CapSend | CapRecv | CapRead | CapWrite | CapRemoteRead | CapRemoteWrite | CapLocalComm | CapRemoteComm | CapFence
+	capsMsg   = CapMsg | CapRMA | CapAtomic | CapSend | CapRecv | CapRead | CapWrite | CapRemoteRead | CapRemoteWrite | CapLocalComm | CapRemoteComm | CapFence | CapRMAEvent
 	capsDgram = CapMsg | CapSend | CapRecv | CapSource | CapLocalComm | CapRemoteComm
-	capsRDM   = capsMsg | CapTagged | CapMultiRecv | CapSource | CapDirectedRecv
+	capsRDM   = capsMsg&^CapRMAEvent | CapTagged | CapMultiRecv | CapSource | CapDirectedRecv
 )
 
 // Flags are operation flags (on a post, or as an endpoint's defaults) and

@@ -26,7 +26,30 @@ func (ep *Endpoint) service() bool {
 	if ep.reapRx(false) {
 		did = true
 	}
+	if ep.cntRWrite != nil || ep.cntRRead != nil {
+		ep.countRMAEvents()
+	}
 	return did
+}
+
+// countRMAEvents adds to the endpoint's FlagRemoteWrite and
+// FlagRemoteRead counters the RDMA writes (without immediate data: those
+// complete a receive and are counted there) and reads its queue pair has
+// served since it last looked (CapRMAEvent). A counter's count rises
+// after the memory is written, so a reader that sees it may read what the
+// writes placed.
+func (ep *Endpoint) countRMAEvents() {
+	if ep.rcqp == nil {
+		return
+	}
+	st := ep.rcqp.Stats()
+	if n := st.RemoteWrites - ep.rmaSeen[0]; n > 0 && ep.cntRWrite != nil {
+		ep.cntRWrite.Add(n)
+	}
+	if n := st.RemoteReads - ep.rmaSeen[1]; n > 0 && ep.cntRRead != nil {
+		ep.cntRRead.Add(n)
+	}
+	ep.rmaSeen = [2]uint64{st.RemoteWrites, st.RemoteReads}
 }
 
 func (ep *Endpoint) submit() bool {

@@ -47,8 +47,8 @@ type perfOpts struct {
 func perfFlagSet(o *perfOpts) *flag.FlagSet {
 	fs := flag.NewFlagSet("perf", flag.ContinueOnError)
 	fs.StringVar(&o.iface, "iface", "", "interface softfabric is up on (required)")
-	fs.IntVar(&o.size, "size", 65536, "message size in bytes (atomic: 8)")
-	fs.IntVar(&o.iters, "iters", 0, "messages (default 5000, 1000 with --lat; in the perftest modes perftest's -n: on each QP, default 5000 for write, 1000 for read, send and atomic)")
+	fs.IntVar(&o.size, "size", 65536, "message size in bytes (atomic: 8; perftest's latency tests: default 2, as their -s)")
+	fs.IntVar(&o.iters, "iters", 0, "messages (default 5000, 1000 with --lat; in the perftest modes perftest's -n: on each QP, default 5000 for write, 1000 for read, send, atomic and every --lat test)")
 	fs.DurationVar(&o.duration, "duration", 0, "run for this long instead of --iters")
 	fs.IntVar(&o.qps, "qps", 1, "queue pairs (perftest's -q)")
 	fs.BoolVar(&o.lat, "lat", false, "measure latency (one request in flight) instead of bandwidth")
@@ -57,8 +57,8 @@ func perfFlagSet(o *perfOpts) *flag.FlagSet {
 	fs.IntVar(&o.mtu, "mtu", 0, "path MTU: 256, 512, 1024, 2048 or 4096 (default: the largest the link allows)")
 	fs.BoolVar(&o.compare, "compare", false, "client: also run the raw AF_XDP and UDP socket baselines at the same size, in the same run")
 	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up after this long")
-	fs.StringVar(&o.perftest, "perftest", "", "client: run write, read, send or atomic against an unmodified perftest server (ib_write_bw, ib_read_bw, ib_send_bw, ib_atomic_bw) at this host, speaking perftest's exchange and printing perftest's table (MB/sec meaning MiB/s); perftest exchanges none of the test's parameters, so --qps and --all, and for send --size and --iters, must match the server's -q, -a, -s, -n (--iters and --qps as perftest counts them: --iters on each QP)")
-	fs.BoolVar(&o.ptServer, "perftest-server", false, "serve one unmodified perftest client (ib_write_bw, ib_read_bw, ib_send_bw, ib_atomic_bw -F -x GID_INDEX [-p PORT] SERVER) as perftest's server does, print perftest's table, then exit; perftest exchanges none of the test's parameters, so --qps and --all, for send --size and --iters (receives counted on each QP), and for write and read a --size at least the client's -s, must match the client's -q, -a, -s, -n")
+	fs.StringVar(&o.perftest, "perftest", "", "client: run write, read, send or atomic against an unmodified perftest server (ib_write_bw, ib_read_bw, ib_send_bw, ib_atomic_bw; with --lat ib_write_lat, ib_read_lat, ib_send_lat, ib_atomic_lat) at this host, speaking perftest's exchange and printing perftest's table (MB/sec meaning MiB/s; latency in usec, half the round trip for send and write); perftest exchanges none of the test's parameters, so --qps and --all, and for send --size and --iters, must match the server's -q, -a, -s, -n (--iters and --qps as perftest counts them: --iters on each QP)")
+	fs.BoolVar(&o.ptServer, "perftest-server", false, "serve one unmodified perftest client (ib_write_bw, ib_read_bw, ib_send_bw, ib_atomic_bw -F -x GID_INDEX [-p PORT] SERVER; with --lat ib_write_lat, ib_read_lat, ib_send_lat, ib_atomic_lat) as perftest's server does, print perftest's table, then exit; perftest exchanges none of the test's parameters, so --qps and --all, for send --size and --iters (receives counted on each QP), and for write and read a --size at least the client's -s, must match the client's -q, -a, -s, -n")
 	fs.BoolVar(&o.rdmaCM, "rdma-cm", false, "with --perftest or --perftest-server: perftest's RDMA-CM mode (ib_*_bw -R): the exchange and every QP connect over RDMA-CM on --port (no TCP); the peer must give -R too")
 	fs.BoolVar(&o.all, "all", false, "with --perftest or --perftest-server: perftest's -a, every size from 2 B to 8 MiB (write, read, send); both sides must give it")
 	fs.StringVar(&o.atomic, "atomic-type", "FETCH_AND_ADD", "with --perftest or --perftest-server, atomic: perftest's -A, FETCH_AND_ADD or CMP_AND_SWAP")
@@ -211,8 +211,18 @@ func checkPerftestFlags(pos []string, o perfOpts) error {
 	default:
 		return usagef("%s runs write, read, send or atomic (ib_write_bw, ib_read_bw, ib_send_bw, ib_atomic_bw)", mode)
 	}
-	if o.lat || o.compare {
-		return usagef("%s runs perftest's BW tests: no --lat or --compare", mode)
+	if o.compare {
+		return usagef("%s runs perftest's tests: no --compare", mode)
+	}
+	if o.lat {
+		switch {
+		case o.rdmaCM:
+			return usagef("--lat runs perftest's latency tests over its TCP exchange: no --rdma-cm")
+		case o.qps != 1:
+			return usagef("perftest's latency tests run one queue pair: no --qps")
+		case o.set["duration"]:
+			return usagef("--lat with %s runs --iters: no --duration", mode)
+		}
 	}
 	if o.set["atomic-type"] && pos[0] != "atomic" {
 		return usagef("--atomic-type is for atomic")
@@ -251,9 +261,9 @@ func atomicCmpSwap(t string) (bool, error) {
 
 // perftestConfig is the test of the perftest modes.
 func perftestConfig(op string, o perfOpts) perf.PerftestConfig {
-	cfg := perf.PerftestConfig{Op: op, Iters: o.iters, QPs: o.qps, MTU: o.mtu, All: o.all, Duration: o.duration}
-	if op != "atomic" && !o.all {
-		cfg.Size = o.size
+	cfg := perf.PerftestConfig{Op: op, Iters: o.iters, QPs: o.qps, MTU: o.mtu, All: o.all, Duration: o.duration, Lat: o.lat}
+	if op != "atomic" && !o.all && (!o.lat || o.set["size"]) {
+		cfg.Size = o.size // the latency tests' default is perftest's, 2 bytes
 	}
 	cfg.CmpSwap, _ = atomicCmpSwap(o.atomic)
 	return cfg
@@ -281,7 +291,7 @@ func runPerftest(ctx context.Context, d *perf.Device, op string, o perfOpts, std
 	if o.json {
 		return perf.PrintJSON(stdout, run.Results)
 	}
-	perf.PrintPerftest(stdout, perf.PerftestTitle(op, cfg.CmpSwap), max(o.qps, 1), run.MTU, run.Lines)
+	printPerftest(stdout, op, cfg, run)
 	perf.PrintTransport(stdout, run.Results)
 	return nil
 }
@@ -312,8 +322,23 @@ func servePerftest(ctx context.Context, d *perf.Device, op string, o perfOpts, s
 	if o.json {
 		return perf.PrintJSON(stdout, sv.Results)
 	}
-	perf.PrintPerftest(stdout, perf.PerftestTitle(op, cfg.CmpSwap), max(o.qps, 1), sv.MTU, sv.Lines)
+	if cfg.Lat && (op == "read" || op == "atomic") {
+		fmt.Fprintf(stderr, "softfabric perf: served ib_%s_lat's requests (its server prints no table)\n", op)
+		return nil
+	}
+	printPerftest(stdout, op, cfg, sv)
 	return nil
+}
+
+// printPerftest prints perftest's table of a run: the BW or the latency
+// one.
+func printPerftest(w io.Writer, op string, cfg perf.PerftestConfig, run perf.PerftestOutcome) {
+	title := perf.PerftestTitle(op, cfg.CmpSwap, cfg.Lat)
+	if cfg.Lat {
+		perf.PrintPerftestLat(w, title, run.MTU, run.Lat)
+		return
+	}
+	perf.PrintPerftest(w, title, max(cfg.QPs, 1), run.MTU, run.Lines)
 }
 
 func printPeerQPs(w io.Writer, qs []perf.PerftestQP) {

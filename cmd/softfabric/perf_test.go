@@ -23,7 +23,11 @@ func TestPerftestFlags(t *testing.T) {
 		{[]string{"write", "--perftest-server", "h"}, "takes no server address"},
 		{[]string{"write", "--perftest-server", "--perftest", "h"}, "choose one"},
 		{[]string{"udp", "--perftest-server"}, "runs write, read, send or atomic"},
-		{[]string{"write", "--perftest-server", "--lat"}, "no --lat"},
+		{[]string{"write", "--perftest-server", "--compare"}, "no --compare"},
+		{[]string{"write", "--perftest-server", "--lat", "--rdma-cm"}, "no --rdma-cm"},
+		{[]string{"send", "--perftest", "h", "--lat", "--qps", "2"}, "one queue pair"},
+		{[]string{"read", "--perftest", "h", "--lat", "--duration", "1s"}, "no --duration"},
+		{[]string{"atomic", "--perftest", "h", "--lat", "--all"}, "no -a"},
 		{[]string{"write", "--perftest-server", "--duration", "1s"}, "no --duration"},
 		{[]string{"send", "--perftest", "h", "--duration", "1s"}, "--duration is for write, read and atomic"},
 		{[]string{"write", "--perftest", "h", "--all", "--size", "64"}, "no --size"},
@@ -49,5 +53,14 @@ func TestPerftestConfigFromFlags(t *testing.T) {
 	}
 	if cfg := perftestConfig("send", o); cfg.Size != 65536 {
 		t.Fatalf("send: %+v", cfg)
+	}
+	// --lat: perftest's latency default size (2) unless --size is given.
+	o.lat, o.set = true, map[string]bool{}
+	if cfg := perftestConfig("write", o); cfg.Size != 0 || !cfg.Lat {
+		t.Fatalf("write --lat: %+v", cfg)
+	}
+	o.set["size"], o.size = true, 64
+	if cfg := perftestConfig("write", o); cfg.Size != 64 {
+		t.Fatalf("write --lat --size 64: %+v", cfg)
 	}
 }

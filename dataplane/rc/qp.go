@@ -39,6 +39,10 @@ type Stats struct {
 	DupRequests              uint64 // duplicate requests seen by the responder
 	DupResponses             uint64 // stale or duplicate responses seen by the completer
 	Dropped                  uint64 // packets dropped: wrong state, P_Key, malformed
+	// Requests the responder executed, each once: RDMA writes without
+	// immediate placed whole, RDMA reads accepted (what libfabric's
+	// FI_RMA_EVENT counters count at the target).
+	RemoteWrites, RemoteReads uint64
 }
 
 // QP is a reliable connected queue pair.

@@ -387,6 +387,7 @@ func (s *responder) write(q *QP, p *wire.Packet, ps psn.PSN, n uint32) {
 			s.completeRecv(q, verbs.CompRecvWriteImm, verbs.Success, verbs.WithImm, p.ImmDt().Imm())
 		} else {
 			s.cur = inNone
+			q.stats.RemoteWrites++
 		}
 	}
 	s.advance(p, ps, 1)
@@ -429,6 +430,7 @@ func (s *responder) read(q *QP, p *wire.Packet, ps psn.PSN) {
 	}
 	npkts := npackets(reth.DMALen(), q.mtu)
 	s.msn = (s.msn + 1) & psn.Mask
+	q.stats.RemoteReads++
 	s.record(resource{first: ps, npkts: npkts})
 	it := s.push()
 	it.kind, it.psn, it.msn, it.buf, it.length = outRead, ps, s.msn, buf, reth.DMALen()

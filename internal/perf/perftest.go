@@ -75,6 +75,9 @@ type PerftestConfig struct {
 	// Duration runs a write, read or atomic client for this long instead
 	// of Iters.
 	Duration time.Duration
+	// Lat runs perftest's latency test instead (ib_write_lat ...: one
+	// queue pair, default Size 2 and Iters 1000): perftest_lat.go.
+	Lat bool
 
 	allMax int // tests: -a's largest size instead of perftest's 2^23
 }
@@ -86,7 +89,10 @@ func (cfg *PerftestConfig) check() error {
 	switch cfg.Op {
 	case "write", "read", "send", "atomic":
 	default:
-		return fmt.Errorf("perftest: %q is not a perftest BW test (want write, read, send or atomic)", cfg.Op)
+		return fmt.Errorf("perftest: %q is not a perftest test (want write, read, send or atomic)", cfg.Op)
+	}
+	if cfg.Lat {
+		return cfg.checkLat()
 	}
 	if cfg.Op == "atomic" {
 		if cfg.Size != 0 && cfg.Size != 8 {
@@ -164,6 +170,10 @@ type PerftestOutcome struct {
 	// last size, even with -a), and for send the receive bandwidth it
 	// measured, per size.
 	Lines []PerftestLine
+	// Lat are the rows of a latency test's table, one per size: each
+	// side prints its own, but for a read or atomic server, which prints
+	// none.
+	Lat []PerftestLatLine
 	// Results are the lines in softfabric's units, for --json; a send
 	// server's have Received set.
 	Results []Result
@@ -197,7 +207,11 @@ func RunPerftest(ctx context.Context, d *Device, server string, cfg PerftestConf
 	defer stop()
 	c := &perftest.Conn{C: nc, Ctx: ctx, Timeout: 60 * time.Second}
 	local, _ := localAddr(nc)
-	fb, err := d.open(ctx, local, fabric.EPMsg, fabric.ProgressManual, 2*ptTxDepth, 16)
+	rx := 16
+	if cfg.Lat {
+		rx = epQueue // ib_send_lat's client receives too
+	}
+	fb, err := d.open(ctx, local, fabric.EPMsg, fabric.ProgressManual, 2*ptTxDepth, rx)
 	if err != nil {
 		return run, err
 	}
@@ -212,7 +226,12 @@ func RunPerftest(ctx context.Context, d *Device, server string, cfg PerftestConf
 	}
 	run.PeerVersion, run.MTU = p.Version, p.MTU
 
-	s, err := openSession(fb, cfg.QPs, cfg.Size, cfg.Op != "atomic")
+	var s *session
+	if cfg.Lat {
+		s, err = openLatSession(fb, cfg, p)
+	} else {
+		s, err = openSession(fb, cfg.QPs, cfg.Size, cfg.Op != "atomic")
+	}
 	if err != nil {
 		return run, err
 	}
@@ -222,6 +241,12 @@ func RunPerftest(ctx context.Context, d *Device, server string, cfg PerftestConf
 		return run, err
 	}
 	mine := ptDests(s, gid)
+	if cfg.Lat {
+		mine[0].VA += uint64(ptLatRegion(cfg, p.Cycle))
+		if err := ptLatKeysFirst(c, cfg, mine); err != nil {
+			return run, err
+		}
+	}
 	theirs, err := c.Keys("QP keys", mine)
 	if err != nil {
 		return run, err
@@ -237,6 +262,9 @@ func RunPerftest(ctx context.Context, d *Device, server string, cfg PerftestConf
 		if err := ep.ConnectQP(ctx, t.QPInfo, fabric.QPOptions{PathMTU: p.MTU, RdAtomic: rd}); err != nil {
 			return run, fmt.Errorf("connecting QP %d: %w", mine[i].QPN, err)
 		}
+	}
+	if cfg.Lat {
+		return run, ptLat(ctx, &run, c, fb, s, cfg, p, mine, theirs)
 	}
 	err = ptClientTest(ctx, &run, c, fb, s, cfg, p, mine, theirs)
 	return run, err

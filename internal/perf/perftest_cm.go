@@ -89,6 +89,9 @@ func retryRejected(ctx context.Context, tries int, try func() error) error {
 // host:port, default port 18515).
 func RunPerftestCM(ctx context.Context, d *Device, server string, cfg PerftestConfig) (PerftestOutcome, error) {
 	var run PerftestOutcome
+	if cfg.Lat {
+		return PerftestOutcome{}, errPerftestLatCM
+	}
 	if err := cfg.check(); err != nil {
 		return run, err
 	}

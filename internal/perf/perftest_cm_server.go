@@ -64,6 +64,9 @@ func (l *cmListener) close() {
 // printed.
 func ServePerftestCM(ctx context.Context, d *Device, port uint16, cfg PerftestConfig, listening func(netip.AddrPort)) (PerftestOutcome, error) {
 	var sv PerftestOutcome
+	if cfg.Lat {
+		return PerftestOutcome{}, errPerftestLatCM
+	}
 	if err := cfg.check(); err != nil {
 		return sv, err
 	}

@@ -3,6 +3,7 @@ package perf
 import (
 	"fmt"
 	"io"
+	"strings"
 )
 
 // perftest's BW table, as perftest_parameters.h spells it: RESULT_LINE,
@@ -12,27 +13,47 @@ const (
 	ptResultLine = "---------------------------------------------------------------------------------------\n"
 	ptResultFmt  = " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n"
 	ptReportFmt  = " %-7d    %-10d       %-7.2f            %-7.2f\t\t   %-7.6f\n"
+	// RESULT_FMT_LAT and REPORT_FMT_LAT: the latency table.
+	ptResultFmtLat = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] \n"
+	ptReportFmtLat = " %-7d %d          %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     \t%-7.2f\t\t%-7.2f \t\t%-7.2f\n"
 )
 
-// PerftestTitle is the heading of a perftest BW test: "RDMA_Write BW
-// Test", "Atomic CMP_AND_SWAP BW Test".
-func PerftestTitle(op string, cmpSwap bool) string {
+// PerftestTitle is the heading of a perftest test: "RDMA_Write BW
+// Test", "Atomic CMP_AND_SWAP Latency Test".
+func PerftestTitle(op string, cmpSwap, lat bool) string {
+	t := Title(op, lat)
 	if op == "atomic" && cmpSwap {
-		return "Atomic CMP_AND_SWAP BW Test"
+		t = strings.Replace(t, "FETCH_AND_ADD", "CMP_AND_SWAP", 1)
 	}
-	return Title(op, false)
+	return t
+}
+
+// printPerftestHead writes the heading of perftest's tables: the title,
+// the settings both sides agreed, and the columns.
+func printPerftestHead(w io.Writer, title string, qps, mtu int, columns string) {
+	fmt.Fprint(w, ptResultLine)
+	fmt.Fprintf(w, "                    %s\n", title)
+	fmt.Fprintf(w, " Connection type : RC\n Number of qps   : %d\n Mtu             : %d[B]\n", qps, mtu)
+	fmt.Fprint(w, ptResultLine)
+	fmt.Fprint(w, columns)
 }
 
 // PrintPerftest writes a perftest BW table: the heading, the settings
 // both sides agreed, and one row per line, in perftest's units.
 func PrintPerftest(w io.Writer, title string, qps, mtu int, lines []PerftestLine) {
-	fmt.Fprint(w, ptResultLine)
-	fmt.Fprintf(w, "                    %s\n", title)
-	fmt.Fprintf(w, " Connection type : RC\n Number of qps   : %d\n Mtu             : %d[B]\n", qps, mtu)
-	fmt.Fprint(w, ptResultLine)
-	fmt.Fprint(w, ptResultFmt)
+	printPerftestHead(w, title, qps, mtu, ptResultFmt)
 	for _, l := range lines {
 		fmt.Fprintf(w, ptReportFmt, l.Bytes, l.Iters, l.BWPeak, l.BWAvg, l.MsgRate)
+	}
+	fmt.Fprint(w, ptResultLine)
+}
+
+// PrintPerftestLat writes perftest's latency table (print_report_lat's
+// rows, in microseconds).
+func PrintPerftestLat(w io.Writer, title string, mtu int, lines []PerftestLatLine) {
+	printPerftestHead(w, title, 1, mtu, ptResultFmtLat)
+	for _, l := range lines {
+		fmt.Fprintf(w, ptReportFmtLat, l.Bytes, l.Iters, l.TMin, l.TMax, l.TTypical, l.TAvg, l.TStdev, l.T99, l.T999)
 	}
 	fmt.Fprint(w, ptResultLine)
 }

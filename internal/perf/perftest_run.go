@@ -146,11 +146,8 @@ func newPTReceiver(s *session, length int) *ptReceiver {
 func (r *ptReceiver) reset() {
 	clear(r.perQP)
 	r.total = 0
+	r.first, r.last = time.Time{}, time.Time{}
 }
-
-// started marks the moment the client may start sending: the barrier
-// answered.
-func (r *ptReceiver) started() { r.first = time.Now() }
 
 // poll takes the receive completions there are and reposts receives.
 func (r *ptReceiver) poll() (bool, error) {
@@ -161,7 +158,9 @@ func (r *ptReceiver) poll() (bool, error) {
 	if n == 0 {
 		return false, nil
 	}
-	now := time.Now()
+	if r.first.IsZero() {
+		r.first = time.Now() // set_on_first_rx_packet
+	}
 	for _, e := range r.s.cs[:n] {
 		if err := e.Err(); err != nil {
 			return false, fmt.Errorf("receive %d completed with %v (a message larger than --size %d?)", r.total+1, err, r.length)
@@ -176,16 +175,18 @@ func (r *ptReceiver) poll() (bool, error) {
 		}
 	}
 	r.total += n
-	r.last = now
+	r.last = time.Now()
 	return true, nil
 }
 
-// line is print_report_bw for the server: noPeak, and the time to the
-// last receive completion. perftest starts the clock at the first one
-// (set_on_first_rx_packet); we start it when the client may start
-// sending, one message and one TCP message earlier, which is the same in
-// any run long enough to measure and not zero when all of a short run's
-// receives complete in one poll.
+// line is print_report_bw for the server: noPeak, and perftest's send
+// server's clock: from its first poll that found a receive completion
+// (set_on_first_rx_packet) to the end of the poll that took the last
+// one. The client's clock runs from its first post to its last send's
+// completion, so it also holds the first message's way there and the
+// last ACK's way back, and whatever the receiver took to start polling:
+// a short run's two figures differ by that much (perftest's own client
+// and server alike), the server's the higher.
 func (r *ptReceiver) line(size int) PerftestLine {
 	dt := max(r.last.Sub(r.first), time.Nanosecond).Seconds()
 	return PerftestLine{Bytes: uint64(size), Iters: uint64(r.total),

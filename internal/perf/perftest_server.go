@@ -105,7 +105,11 @@ func ServePerftest(ctx context.Context, d *Device, l net.Listener, cfg PerftestC
 	defer stop()
 	c := &perftest.Conn{C: nc, Ctx: ctx, Timeout: 60 * time.Second, Server: true}
 	local, _ := localAddr(nc)
-	fb, err := d.open(ctx, local, fabric.EPMsg, fabric.ProgressAuto, 16, epQueue)
+	progress := fabric.ProgressAuto
+	if cfg.Lat {
+		progress = ptLatProgress(cfg.Op, true)
+	}
+	fb, err := d.open(ctx, local, fabric.EPMsg, progress, 16, epQueue)
 	if err != nil {
 		return sv, err
 	}
@@ -123,7 +127,12 @@ func ServePerftest(ctx context.Context, d *Device, l net.Listener, cfg PerftestC
 	// The client's requests of a QP land at its VA onwards, stepping
 	// through one cycle buffer for messages up to half of it
 	// (increase_rem_addr), through the message itself for larger ones.
-	s, err := openSession(fb, cfg.QPs, max(cfg.Size, p.Cycle)+p.Cycle, false)
+	var s *session
+	if cfg.Lat {
+		s, err = openLatSession(fb, cfg, p)
+	} else {
+		s, err = openSession(fb, cfg.QPs, max(cfg.Size, p.Cycle)+p.Cycle, false)
+	}
 	if err != nil {
 		return sv, err
 	}
@@ -133,6 +142,12 @@ func ServePerftest(ctx context.Context, d *Device, l net.Listener, cfg PerftestC
 		return sv, err
 	}
 	mine := ptDests(s, gid)
+	if cfg.Lat {
+		mine[0].VA += uint64(ptLatRegion(cfg, p.Cycle))
+		if err := ptLatKeysFirst(c, cfg, mine); err != nil {
+			return sv, err
+		}
+	}
 	theirs, err := c.Keys("QP keys", mine)
 	if err != nil {
 		return sv, err
@@ -149,6 +164,9 @@ func ServePerftest(ctx context.Context, d *Device, l net.Listener, cfg PerftestC
 		}
 	}
 
+	if cfg.Lat {
+		return sv, ptLat(ctx, &sv, c, fb, s, cfg, p, mine, theirs)
+	}
 	err = ptServerTest(&sv, c, s, cfg, p, mine)
 	return sv, err
 }
@@ -258,7 +276,6 @@ func (sv *ptServe) receive(s *session, cfg PerftestConfig, me perftest.Dest) ([]
 		if err := sv.barrier(fmt.Sprintf("receives posted (%d bytes)", size), me, sv.c.Timeout); err != nil {
 			return nil, err
 		}
-		rcv.started()
 		what := fmt.Sprintf("after %d bytes", size)
 		if !cfg.All {
 			what = "close"

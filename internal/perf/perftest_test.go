@@ -232,6 +232,7 @@ type fakeQPs struct {
 	qps      []*rc.QP
 	rqs      []*verbs.RecvQueue
 	buf      *mr.Region
+	mem      []byte // buf's memory
 	region   int
 	me       []perftest.Dest
 	idx      map[uint32]int
@@ -242,7 +243,8 @@ func newFakeQPs(d *device.Device, n, maxSize int) (*fakeQPs, error) {
 	region := max(maxSize, 4096)
 	q := &fakeQPs{d: d, scq: verbs.NewCQ(8192), rcq: verbs.NewCQ(8192), region: region, idx: map[uint32]int{}, cs: make([]verbs.Completion, 64)}
 	var err error
-	if q.buf, err = d.MRs().Register(make([]byte, 2*n*region), mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead|mr.RemoteAtomic); err != nil {
+	q.mem = make([]byte, 2*n*region)
+	if q.buf, err = d.MRs().Register(q.mem, mr.LocalWrite|mr.RemoteWrite|mr.RemoteRead|mr.RemoteAtomic); err != nil {
 		return nil, err
 	}
 	gid, _ := d.GID(netip.Addr{})
@@ -420,6 +422,9 @@ func fakePerftestClient(ctx context.Context, d *device.Device, addr string, ft f
 		for _, size := range sizes {
 			if _, err := f.key("receives posted", q.me[0]); err != nil {
 				return rep, err
+			}
+			if mutate == "late" {
+				time.Sleep(ptLateStart) // a client slow to start sending
 			}
 			if err := q.sendAll(ctx, ft.op, false, size, ft.iters, theirs); err != nil {
 				return rep, err
@@ -869,7 +874,7 @@ func TestPerftestConfigCheck(t *testing.T) {
 
 func TestPrintPerftest(t *testing.T) {
 	var b bytes.Buffer
-	PrintPerftest(&b, PerftestTitle("atomic", true), 2, 1024, []PerftestLine{{Bytes: 65536, Iters: 5000, BWPeak: 1096.12, BWAvg: 1093.55, MsgRate: 0.017497}})
+	PrintPerftest(&b, PerftestTitle("atomic", true, false), 2, 1024, []PerftestLine{{Bytes: 65536, Iters: 5000, BWPeak: 1096.12, BWAvg: 1093.55, MsgRate: 0.017497}})
 	// REPORT_FMT " %-7lu    %-10lu       %-7.2lf            %-7.2lf\t\t   %-7.6lf" and "\n".
 	row := " 65536      5000             1096.12            1093.55\t\t   0.017497\n"
 	head := " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n"
@@ -951,4 +956,40 @@ func TestPerftestRunAllocs(t *testing.T) {
 	if many > few+200 {
 		t.Fatalf("%d allocations for 10000 writes, %d for 1000: the loop allocates per request", many, few)
 	}
+}
+
+// ptLateStart is how long the "late" fake client waits before sending.
+const ptLateStart = 300 * time.Millisecond
+
+// TestServePerftestSendClock pins what our send server times: perftest's
+// server clock, from its first receive completion to its last
+// (run_iter_bw_server's set_on_first_rx_packet), so a client that starts
+// sending late is not charged for the wait. (Timing from the barrier, as
+// this server once did, measured ptLateStart more.)
+func TestServePerftestSendClock(t *testing.T) {
+	a, b := pair(t, memlink.Faults{})
+	ln := listen(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ft := fakeTest{op: "send", size: 1, iters: 200, qps: 1}
+	type out struct {
+		sv  PerftestOutcome
+		err error
+	}
+	srv := make(chan out, 1)
+	go func() {
+		sv, err := ServePerftest(ctx, OnDevice(b), ln, ft.config())
+		srv <- out{sv, err}
+	}()
+	_, err := fakePerftestClient(ctx, a, ln.Addr().String(), ft, "late")
+	s := <-srv
+	if err != nil || s.err != nil {
+		t.Fatalf("client: %v; server: %v", err, s.err)
+	}
+	l := s.sv.Lines[0]
+	timed := time.Duration(float64(l.Iters) * float64(l.Bytes) / (l.BWAvg * mib) * 1e9)
+	if l.Iters != 200 || timed <= 0 || timed >= ptLateStart {
+		t.Fatalf("the server timed %v for %d messages (line %+v): it should start at the first receive, after the client's %v wait", timed, l.Iters, l, ptLateStart)
+	}
+	t.Logf("server timed %v", timed)
 }

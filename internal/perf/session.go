@@ -31,6 +31,9 @@ type session struct {
 	// before it frees its slot.
 	owed    []int
 	anyOwed bool
+	// wrote, when set before the endpoints are added, counts the RDMA
+	// writes the peers placed in buf (FlagRemoteWrite, CapRMAEvent).
+	wrote *fabric.Counter
 }
 
 // epQueue is each server endpoint's receive queue depth.
@@ -101,6 +104,9 @@ func (s *session) newEP(info *fabric.Info, eq *fabric.EQ) (*fabric.Endpoint, err
 		if err = ep.Bind(s.cq, f); err == nil && eq != nil {
 			err = ep.Bind(eq, 0)
 		}
+		if err == nil && s.wrote != nil {
+			err = ep.Bind(s.wrote, fabric.FlagRemoteWrite)
+		}
 		if err == nil {
 			err = ep.Enable()
 		}
@@ -118,6 +124,9 @@ func (s *session) close() {
 	}
 	if s.mr != nil {
 		_ = s.mr.Close()
+	}
+	if s.wrote != nil {
+		_ = s.wrote.Close()
 	}
 	if s.cq != nil {
 		_ = s.cq.Close()

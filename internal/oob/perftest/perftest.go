@@ -280,6 +280,10 @@ func ParseReport(f [][]byte) (Report, error) {
 	return Report{Size: v[0], Iters: v[1], BWPeak: math.Float64frombits(v[2]), BWAvg: math.Float64frombits(v[3]), MsgRate: math.Float64frombits(v[4])}, nil
 }
 
+// ErrPeerClosed is a step of the exchange that found the connection
+// closed by the peer.
+var ErrPeerClosed = errors.New("closed the connection")
+
 // Conn is one end of perftest's TCP connection.
 type Conn struct {
 	C   net.Conn
@@ -313,7 +317,7 @@ func (c *Conn) Fail(what string, err error) error {
 		return fmt.Errorf("perftest exchange (%s): %w", what, c.Ctx.Err())
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return fmt.Errorf("perftest exchange (%s): the %s closed the connection (see its output: a parameter it checks may disagree)", what, c.peer())
+		return fmt.Errorf("perftest exchange (%s): the %s %w (see its output: a parameter it checks may disagree)", what, c.peer(), ErrPeerClosed)
 	}
 	return fmt.Errorf("perftest exchange (%s): %w", what, err)
 }
