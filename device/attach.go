@@ -241,7 +241,31 @@ func (cl *client) SetQP(qpn, _ uint32) error {
 }
 
 func (cl *client) DeleteQP(qpn uint32) error {
+	cl.drainTx()
 	return cl.call(daemonapi.Request{Op: daemonapi.OpDeleteQP, QPN: qpn})
+}
+
+// drainWait bounds drainTx: a daemon that stopped taking frames cannot
+// hold a close up for longer.
+const drainWait = 100 * time.Millisecond
+
+// drainTx waits until the daemon took what this application put on its
+// rings. The daemon checks each frame's source QPN against its owner when
+// it takes it: a queue pair that sent and is destroyed at once (a UD
+// send completes when its frame is on the ring) would otherwise lose its
+// last frames, denied, to its own DeleteQP.
+func (cl *client) drainTx() {
+	select {
+	case <-cl.gone:
+		return
+	default:
+	}
+	deadline := time.Now().Add(drainWait)
+	for _, r := range cl.regions {
+		for r.AppEnd().TxPending() > 0 && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
 }
 
 func (cl *client) Connected(qpn uint32, peer netip.Addr, destQPN uint32) error {

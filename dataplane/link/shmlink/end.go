@@ -314,6 +314,14 @@ func (e *End) TxRoom() int {
 // TxBufSize is the length of the buffers TxBuf returns: the slot size.
 func (e *End) TxBufSize() int { return int(e.tx.slot) }
 
+// TxPending is how many published frames the peer has not taken yet. It
+// may be called from any goroutine (it reads the indices atomically, and
+// the producer's own index only as last published).
+func (e *End) TxPending() int {
+	t := &e.tx
+	return int(t.shared.prod.Load() - t.shared.cons.Load())
+}
+
 // Flush publishes the frames queued by TxSubmit and wakes the peer if it
 // sleeps.
 func (e *End) Flush() error {
