@@ -23,28 +23,19 @@ func TestPerftestLatCLI(t *testing.T) {
 	up(t, p.A, p.B)
 	for _, op := range []string{"send", "write", "read", "atomic"} {
 		t.Run(op, func(t *testing.T) {
-			srv := p.B.Command(sfBin, "perf", op, "--lat", "--perftest-server", "--iface", p.B.Iface, "--port", "18601", "--iters", "300", "--timeout", "60s")
-			var sout, serr syncBuffer
-			srv.Stdout, srv.Stderr = &sout, &serr
-			if err := srv.Start(); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- srv.Wait() }()
-			deadline := time.Now().Add(5 * time.Second)
-			for !strings.Contains(serr.String(), "waiting") && time.Now().Before(deadline) {
+			sout, serr, done := startServer(t, p.B, "perf", op, "--lat", "--perftest-server", "--iface", p.B.Iface, "--port", "18601", "--iters", "300", "--timeout", "60s")
+			for deadline := time.Now().Add(5 * time.Second); !strings.Contains(serr.String(), "waiting") && time.Now().Before(deadline); {
 				time.Sleep(20 * time.Millisecond)
 			}
 			c := sf(p.A, "perf", op, "--lat", "--perftest", p.B.Addr.Addr().String(), "--iface", p.A.Iface, "--port", "18601", "--iters", "300", "--timeout", "60s")
+			code := -1
 			select {
-			case <-done:
+			case code = <-done:
 			case <-time.After(30 * time.Second):
-				_ = srv.Process.Kill()
-				<-done
 				t.Fatalf("the server did not finish; client %+v; server %s%s", c, sout.String(), serr.String())
 			}
-			if c.code != 0 || srv.ProcessState.ExitCode() != 0 {
-				t.Fatalf("client %+v; server (%d) %s%s", c, srv.ProcessState.ExitCode(), sout.String(), serr.String())
+			if c.code != 0 || code != 0 {
+				t.Fatalf("client %+v; server (%d) %s%s", c, code, sout.String(), serr.String())
 			}
 			size := "2"
 			if op == "atomic" {

@@ -270,6 +270,23 @@ func RunPerftest(ctx context.Context, d *Device, server string, cfg PerftestConf
 	return run, err
 }
 
+// ptKeysAgain is the mains' steps after connect, the same in the BW and
+// latency tests and either role over Conn: for send 1 barrier, then the
+// keys again; for the others the keys again, then 1 barrier (after RTR).
+func ptKeysAgain(c *perftest.Conn, op string, mine []perftest.Dest) error {
+	if op == "send" {
+		if err := c.Barrier("after connect", mine[0]); err != nil {
+			return err
+		}
+		_, err := c.Keys("QP keys again", mine)
+		return err
+	}
+	if _, err := c.Keys("QP keys again", mine); err != nil {
+		return err
+	}
+	return c.Barrier("after RTR", mine[0])
+}
+
 // ptClientTest is the client's exchange and test once its QPs are
 // connected and the keys exchanged once: the same over TCP and RDMA-CM.
 func ptClientTest(ctx context.Context, run *PerftestOutcome, c *perftest.Conn, fb *fab, s *session, cfg PerftestConfig, p perftest.Prelude, mine, theirs []perftest.Dest) error {
@@ -279,20 +296,8 @@ func ptClientTest(ctx context.Context, run *PerftestOutcome, c *perftest.Conn, f
 	}
 	barrier := func(what string) error { return c.Barrier(what, mine[0]) }
 	send := cfg.Op == "send"
-	if send {
-		if err := barrier("after connect"); err != nil {
-			return err
-		}
-		if _, err := c.Keys("QP keys again", mine); err != nil {
-			return err
-		}
-	} else {
-		if _, err := c.Keys("QP keys again", mine); err != nil {
-			return err
-		}
-		if err := barrier("after RTR"); err != nil {
-			return err
-		}
+	if err := ptKeysAgain(c, cfg.Op, mine); err != nil {
+		return err
 	}
 
 	for _, size := range cfg.sizes() {

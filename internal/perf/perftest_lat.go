@@ -181,23 +181,14 @@ func ptLat(ctx context.Context, out *PerftestOutcome, c *perftest.Conn, fb *fab,
 	peer := qpInfo{QPN: theirs[0].QPN, PSN: theirs[0].PSN, GID: theirs[0].GID, RKey: theirs[0].RKey, VA: theirs[0].VA}
 	region := ptLatRegion(cfg, p.Cycle)
 	loop := &ptLatLoop{s: s, cfg: cfg, server: server, region: region, posted: make([]time.Duration, cfg.Iters)}
+	if err := ptKeysAgain(c, cfg.Op, mine); err != nil {
+		return err
+	}
 	if cfg.Op == "send" {
-		if err := barrier("after connect"); err != nil {
-			return err
-		}
-		if _, err := c.Keys("QP keys again", mine); err != nil {
-			return err
-		}
 		if err := s.postRecvs(cfg.Size); err != nil {
 			return err
 		}
 	} else {
-		if _, err := c.Keys("QP keys again", mine); err != nil {
-			return err
-		}
-		if err := barrier("after RTR"); err != nil {
-			return err
-		}
 		if server && cfg.Op != "write" {
 			// ib_read_lat's and ib_atomic_lat's server: straight to the
 			// close, whose hand-shake comes when the client is done.

@@ -310,10 +310,7 @@ func (l *fakeLatLoop) run(ctx context.Context, size int) error {
 func TestRunPerftestLatAgainstFake(t *testing.T) {
 	for _, ft := range latTests() {
 		t.Run(ft.String(), func(t *testing.T) {
-			a, b := pair(t, memlink.Faults{})
-			ln := listen(t)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
+			a, b, ln, ctx := ptSetup(t, 30*time.Second)
 			type out struct {
 				lines []PerftestLatLine
 				err   error
@@ -344,19 +341,8 @@ func TestRunPerftestLatAgainstFake(t *testing.T) {
 func TestServePerftestLatAgainstFake(t *testing.T) {
 	for _, ft := range latTests() {
 		t.Run(ft.String(), func(t *testing.T) {
-			a, b := pair(t, memlink.Faults{})
-			ln := listen(t)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			type out struct {
-				sv  PerftestOutcome
-				err error
-			}
-			srv := make(chan out, 1)
-			go func() {
-				sv, err := ServePerftest(ctx, OnDevice(b), ln, ft.latConfig())
-				srv <- out{sv, err}
-			}()
+			a, b, ln, ctx := ptSetup(t, 30*time.Second)
+			srv := serveAsync(ctx, b, ln, ft.latConfig())
 			nc, err := net.Dial("tcp", ln.Addr().String())
 			if err != nil {
 				t.Fatal(err)

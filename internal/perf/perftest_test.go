@@ -631,10 +631,7 @@ func listen(t *testing.T) net.Listener {
 func TestRunPerftestAgainstFakeServer(t *testing.T) {
 	for _, ft := range ptTests() {
 		t.Run(ft.String(), func(t *testing.T) {
-			a, b := pair(t, memlink.Faults{})
-			ln := listen(t)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
+			a, b, ln, ctx := ptSetup(t, 30*time.Second)
 			type out struct {
 				rep perftest.Report
 				got []int
@@ -687,19 +684,8 @@ func TestRunPerftestAgainstFakeServer(t *testing.T) {
 func TestServePerftestAgainstFakeClient(t *testing.T) {
 	for _, ft := range ptTests() {
 		t.Run(ft.String(), func(t *testing.T) {
-			a, b := pair(t, memlink.Faults{})
-			ln := listen(t)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			type out struct {
-				sv  PerftestOutcome
-				err error
-			}
-			srv := make(chan out, 1)
-			go func() {
-				sv, err := ServePerftest(ctx, OnDevice(b), ln, ft.config())
-				srv <- out{sv, err}
-			}()
+			a, b, ln, ctx := ptSetup(t, 30*time.Second)
+			srv := serveAsync(ctx, b, ln, ft.config())
 			rep, err := fakePerftestClient(ctx, a, ln.Addr().String(), ft, "")
 			s := <-srv
 			if err != nil || s.err != nil {
@@ -735,10 +721,7 @@ func TestServePerftestAgainstFakeClient(t *testing.T) {
 func TestServePerftestWrongSizes(t *testing.T) {
 	for _, m := range []string{"mtu4", "key107", "iters4"} {
 		t.Run(m, func(t *testing.T) {
-			a, b := pair(t, memlink.Faults{})
-			ln := listen(t)
-			ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
-			defer cancel()
+			a, b, ln, ctx := ptSetup(t, 1500*time.Millisecond)
 			ft := fakeTest{op: "write", size: 4096, iters: 20, qps: 1}
 			srv := make(chan error, 1)
 			go func() {
@@ -758,10 +741,7 @@ func TestServePerftestWrongSizes(t *testing.T) {
 // TestServePerftestCountMismatch: a send client with fewer iterations than
 // the server's --iters is reported as such, not waited for forever.
 func TestServePerftestCountMismatch(t *testing.T) {
-	a, b := pair(t, memlink.Faults{})
-	ln := listen(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	a, b, ln, ctx := ptSetup(t, 10*time.Second)
 	srv := make(chan error, 1)
 	go func() {
 		_, err := ServePerftest(ctx, OnDevice(b), ln, PerftestConfig{Op: "send", Size: 1024, Iters: 50, QPs: 2})
@@ -773,6 +753,32 @@ func TestServePerftestCountMismatch(t *testing.T) {
 	}
 }
 
+// ptSetup is two devices joined by a clean in-memory link, a listener
+// for the exchange, and a context ending after timeout (or the test).
+func ptSetup(t *testing.T, timeout time.Duration) (a, b *device.Device, ln net.Listener, ctx context.Context) {
+	t.Helper()
+	a, b = pair(t, memlink.Faults{})
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	return a, b, listen(t), ctx
+}
+
+// ptServed is what ServePerftest returned, from serveAsync.
+type ptServed struct {
+	sv  PerftestOutcome
+	err error
+}
+
+// serveAsync runs ServePerftest on device b in the background.
+func serveAsync(ctx context.Context, b *device.Device, ln net.Listener, cfg PerftestConfig) <-chan ptServed {
+	srv := make(chan ptServed, 1)
+	go func() {
+		sv, err := ServePerftest(ctx, OnDevice(b), ln, cfg)
+		srv <- ptServed{sv, err}
+	}()
+	return srv
+}
+
 // runPerftestPair runs our client against our server.
 func runPerftestPair(t *testing.T, cfg PerftestConfig, faults memlink.Faults) (PerftestOutcome, PerftestOutcome) {
 	t.Helper()
@@ -780,15 +786,7 @@ func runPerftestPair(t *testing.T, cfg PerftestConfig, faults memlink.Faults) (P
 	ln := listen(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	type out struct {
-		sv  PerftestOutcome
-		err error
-	}
-	srv := make(chan out, 1)
-	go func() {
-		sv, err := ServePerftest(ctx, OnDevice(b), ln, cfg)
-		srv <- out{sv, err}
-	}()
+	srv := serveAsync(ctx, b, ln, cfg)
 	run, err := RunPerftest(ctx, OnDevice(a), ln.Addr().String(), cfg)
 	s := <-srv
 	if err != nil || s.err != nil {
@@ -967,20 +965,9 @@ const ptLateStart = 300 * time.Millisecond
 // sending late is not charged for the wait. (Timing from the barrier, as
 // this server once did, measured ptLateStart more.)
 func TestServePerftestSendClock(t *testing.T) {
-	a, b := pair(t, memlink.Faults{})
-	ln := listen(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	a, b, ln, ctx := ptSetup(t, 20*time.Second)
 	ft := fakeTest{op: "send", size: 1, iters: 200, qps: 1}
-	type out struct {
-		sv  PerftestOutcome
-		err error
-	}
-	srv := make(chan out, 1)
-	go func() {
-		sv, err := ServePerftest(ctx, OnDevice(b), ln, ft.config())
-		srv <- out{sv, err}
-	}()
+	srv := serveAsync(ctx, b, ln, ft.config())
 	_, err := fakePerftestClient(ctx, a, ln.Addr().String(), ft, "late")
 	s := <-srv
 	if err != nil || s.err != nil {

@@ -5,7 +5,7 @@
 # Env: LAB_BUILD (default /tmp/rxelab), ONLY (regexp of case names to run), KEEP_UP=1 (leave the
 # guest and softfabric up afterwards), NETEM / SFFAULTS (the faults of the -loss5 rows, each
 # direction; empty: none), sizes: PP_N, PP_LOSS_N, BW_SIZE, BW_N, BW_LOSS_N, BW_R_LOSS_N, RP_N,
-# RP_LOSS_N.
+# RP_LOSS_N, LAT_N, LAT_LOSS_N.
 set -uo pipefail
 D=$(cd "$(dirname "$0")" && pwd); ROOT=$(cd "$D/../.." && pwd)
 export LAB_BUILD=${LAB_BUILD:-/tmp/rxelab}
@@ -14,7 +14,7 @@ SF=${SOFTFABRIC:-$ROOT/bin/softfabric}
 PP_N=${PP_N:-1000} PP_LOSS_N=${PP_LOSS_N:-200} UD_SIZE=${UD_SIZE:-1024} SRQ_Q=${SRQ_Q:-4}
 RP_N=${RP_N:-100} RP_LOSS_N=${RP_LOSS_N:-50}
 BW_SIZE=${BW_SIZE:-65536} BW_N=${BW_N:-200} BW_LOSS_N=${BW_LOSS_N:-100} BW_Q=${BW_Q:-4} ALL_N=${ALL_N:-5}
-BW_R_LOSS_N=${BW_R_LOSS_N:-20}
+BW_R_LOSS_N=${BW_R_LOSS_N:-20} LAT_N=${LAT_N:-1000} LAT_LOSS_N=${LAT_LOSS_N:-200}
 # Faults: netem in the guest on what rxe sends, faulty (SOFTFABRIC_DEBUG_LINK_FAULTS) on what
 # softfabric sends (AF_XDP transmit bypasses tc, and this host kernel has no netem).
 # Either set empty turns that direction's faults off.
@@ -106,6 +106,27 @@ runcase() {
       fig=$(bwfig "$h"); gfig=$(bwfig "$(gout "$name")")
       [ -n "$gfig" ] && note="rxe: $gfig; "
       note+=$(grep -o 'transport: .*' "$h" | sed 's/transport: //' | paste -sd ';' -) ;;
+  lat) # perftest's latency table: t_typical (usec; half the round trip for send and write) of
+      # each side; a read or atomic server prints none (as ib_read_lat's and ib_atomic_lat's)
+      latfig() { awk '/t_typical/ {t=1; next} t && $1 ~ /^[0-9]+$/ && NF >= 9 {v=$5} END {if (v != "") printf "%s", v}' "$1"; }
+      fig=$(latfig "$h"); gfig=$(latfig "$(gout "$name")")
+      if [ -z "$fig" ] && [ "$server" = sf ] && grep -q 'prints no table' "$h"; then fig="served"; fi
+      [ -n "$fig" ] && [ "$fig" != served ] && fig="$fig usec t_typical"
+      if grep -q 'Correlation coefficient' "$(gout "$name")"; then
+        # perftest times with the TSC and converts with the MHz it measures (get_cpu_mhz); under
+        # emulation the samples scatter, it gives up, and every figure it prints is inf
+        note="rxe: no figure (its clock: $(grep -o 'Correlation coefficient.*' "$(gout "$name")")); "
+      elif [ -n "$gfig" ]; then
+        note="rxe: $gfig usec; "
+        if [[ $fig =~ ^([0-9.]+)\  ]]; then
+          local ratio; ratio=$(awk -v a="${BASH_REMATCH[1]}" -v b="$gfig" 'BEGIN {printf "%.2f", a / b}')
+          note+="sf/rxe $ratio; "
+          # both are medians of the same round trips; under TCG their spread is wide
+          awk -v r="$ratio" 'BEGIN {exit !(r < 0.9 || r > 1.1)}' &&
+            note+="more than 10 % apart: medians of gaps spread $(awk '/t_typical/ {t=1; next} t && $1 ~ /^[0-9]+$/ && NF >= 9 {printf "%s..%s usec (t_min..99 %%)", $3, $8}' "$h") in the emulated guest; "
+        fi
+      fi
+      note+=$(grep -o 'transport: .*' "$h" | sed 's/transport: //' | paste -sd ';' -) ;;
   esac
   stats > "$RUN/$name.stats1"; rxestats $name-1 > "$RUN/$name.rxe1"
   s1=$(delta "$RUN/$name.stats0" "$RUN/$name.stats1" '^dropped'); r1=$(delta "$RUN/$name.rxe0" "$RUN/$name.rxe1" 'err|duplicate|out_of_seq')
@@ -120,13 +141,15 @@ runcase() {
 # The same for rping's rows: rping's client destroys its id as soon as it has sent the DREQ,
 # which cancels the DREQ's retransmission (cm_destroy_id in DREQ_SENT), so when that one DREQ
 # is lost its server waits for the disconnect for ever, whoever the server is.
-# perftest closes with a handshake after all completions: its rows get no second chance.
+# The same for ib_write_lat's rows: it has no handshake after its loop and exits as soon as the
+# peer's last write is in, so when its ACK is lost the peer's last write never completes.
+# perftest's other tools close with a handshake after all completions: no second chance.
 onecase() {
   local name=$1 first=""
   want "$name" || return 0
   echo "== $name"
   runcase "$@"
-  if [ "$RES" = FAIL ] && [ "$2" = yes ] && [[ $5 == *pp || $5 == *rp ]]; then
+  if [ "$RES" = FAIL ] && [ "$2" = yes ] && [[ $5 == *pp || $5 == *rp || $name == write-lat-* ]]; then
     first=$NOTE; mv "$RUN/$name.host" "$RUN/$name.try1.host" 2>/dev/null
     cp "$(gout "$name")" "$RUN/guest-$name.try1.out" 2>/dev/null
     echo "   attempt 1 FAIL: $first"; echo "   retrying"
@@ -165,6 +188,14 @@ for loss in no yes; do
   UC="-c 4 -C 100 -S 1000"; [ $loss = yes ] && UC="-c 2 -C 50 -S 1000"
   onecase ucmatose-sf-to-rxe$suf $loss rxe cm uc "ucmatose -s $GIP -p 7471 $UC --timeout 60s" "ucmatose -p 7471 $UC"
   onecase ucmatose-rxe-to-sf$suf $loss sf 7471 uc "ucmatose -p 7471 $UC --timeout 60s" "ucmatose -s $HIP -p 7471 $UC"
+  if [ $loss = no ]; then
+    # librdmacm's udaddy: -c UD queue pairs, each "connected" by SIDR (rdma_cm's UDP port space,
+    # port 7174), then -C datagrams of -S bytes each way on each (the client first). No -loss5
+    # rows: udaddy waits for every datagram it was sent, so one lost wedges it, whoever the peer.
+    UA="-c 4 -C 100 -S 1000"
+    onecase udaddy-sf-to-rxe $loss rxe cm uc "udaddy -s $GIP $UA --timeout 60s" "udaddy -b \$IP $UA"
+    onecase udaddy-rxe-to-sf $loss sf cm uc "udaddy $UA --timeout 60s" "udaddy -s $HIP $UA"
+  fi
   onecase rdma-cs-sf-to-rxe$suf $loss rxe cm rd "rdma_client -s $GIP -p 7471 --timeout 60s" "rdma_server -p 7471"
   onecase rdma-cs-rxe-to-sf$suf $loss sf 7471 rd "rdma_server -p 7471 --timeout 120s" "rdma_client -s $HIP -p 7471"
   onecase srq-pingpong-sf-to-rxe$suf $loss rxe 18515 pp "pingpong --srq -q $SRQ_Q -n $n $GIP" "$SRQ -n $n"
@@ -182,6 +213,14 @@ for loss in no yes; do
     PT="ib_${op}_bw -R -F -d \$DEV -x \$G -p 18516 $s -n $rbn"
     onecase $op-bw-R-sf-to-rxe$suf $loss rxe cm    $rk "perf $op --perftest $GIP --rdma-cm --port 18516 $ss --iters $rbn --timeout $rto" "$PT"
     onecase $op-bw-R-rxe-to-sf$suf $loss sf  18516 $rk "perf $op --perftest-server --rdma-cm --port 18516 $ss --iters $rbn --timeout $rto" "$PT $HIP"
+  done
+  # perftest's latency tools (-s 2, their default): ping-pong of sends or of writes polled in
+  # memory, one read or atomic at a time; port 18517.
+  ln=$LAT_N; [ $loss = yes ] && ln=$LAT_LOSS_N
+  for op in send write read atomic; do
+    PT="ib_${op}_lat -F -d \$DEV -x \$G -p 18517 -n $ln"
+    onecase $op-lat-sf-to-rxe$suf $loss rxe 18517 lat "perf $op --lat --perftest $GIP --port 18517 --iters $ln --timeout 140s" "$PT"
+    onecase $op-lat-rxe-to-sf$suf $loss sf  18517 lat "perf $op --lat --perftest-server --port 18517 --iters $ln --timeout 140s" "$PT $HIP"
   done
   if [ $loss = no ]; then
     # every size (perftest -a: 2 B to 8 MiB) and several QPs
