@@ -47,7 +47,9 @@ exchange() {
     gwait "$name" 30; GRC=$?
   else
     timeout -k 5 $((t + 10)) "$@" > "$log" 2>&1 & hp=$!; HOSTPIDS+=($hp)
-    for i in $(seq 1 100); do [ -n "$(ip netns exec rxehost ss -Hltn "sport = :$port")" ] && break; sleep 0.1; done
+    # PORT cm: a server that listens by SIDR alone (udaddy), with no TCP listener to wait for.
+    if [ "$port" = cm ]; then sleep 2
+    else for i in $(seq 1 100); do [ -n "$(ip netns exec rxehost ss -Hltn "sport = :$port")" ] && break; sleep 0.1; done; fi
     gjob "$name" "$t" "stdbuf -oL $tool"
     gwait "$name" $((t + 20)); GRC=$?
     wait $hp; HRC=$?
