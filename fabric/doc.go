@@ -50,6 +50,10 @@
 //
 // An endpoint is opened from an Info, bound to its CQs (FlagSend,
 // FlagRecv, FlagSelectiveCompletion), counters, AV and EQ, then enabled.
+// A MSG endpoint's counters bound with FlagRemoteWrite or FlagRemoteRead
+// count the RDMA writes and reads its peer made into its memory
+// (CapRMAEvent); a count seen means the write's bytes are in place, so an
+// application may poll a counter where a C one polls the memory.
 // Operations take a uint64 context that comes back in their Completion.
 // A buffer belongs to the provider from its post until its completion;
 // Inject, InjectData, InjectWrite and TInject copy up to InjectSize bytes
