@@ -58,4 +58,8 @@ cap read-rxe-client-loss  sf 18516 "perf read --perftest-server --port 18516 --s
 # two rping round trips, each side the active one in turn.
 cap rdmacm-rping-sf-client  rxe cm   "rping -c -a $GIP -p 7174 -C 2 -V -v" "rping -s -a \$IP -p 7174 -v"
 cap rdmacm-rping-rxe-client sf  7174 "rping -s -p 7174 -v" "rping -c -a $HIP -p 7174 -C 2 -V -v"
+# rdma_cm's UD port space: SIDR_REQ and SIDR_REP on QP1 (udaddy, port 7174), then two datagrams
+# each way, each side the requester in turn.
+cap rdmacm-udaddy-sf-client  rxe cm "udaddy -s $GIP -c 1 -C 2 -S 64 --timeout 30s" "udaddy -b \$IP -c 1 -C 2 -S 64"
+cap rdmacm-udaddy-rxe-client sf  cm "udaddy -c 1 -C 2 -S 64 --timeout 30s" "udaddy -s $HIP -c 1 -C 2 -S 64"
 ls -la "$OUT"

@@ -57,13 +57,15 @@ func (f *cmFrame) drep() mad.DREP { return mad.DREP(f.m.Data()) }
 
 // cmMADs returns the CM MADs of a capture in order. A frame on QP1 that is
 // not a UD SEND from QP1 with the GSI's Q_Key carrying one 256-byte CM
-// MAD, or a UD frame elsewhere (a MAD that was missed), fails the test.
+// MAD, or a UD frame elsewhere with the GSI's Q_Key (a MAD that was
+// missed), fails the test; other UD frames are an application's
+// datagrams (udaddy's).
 func cmMADs(t testing.TB, c *capture) []*cmFrame {
 	t.Helper()
 	var out []*cmFrame
 	for _, f := range c.frames {
 		d := f.p.DETH()
-		if f.p.BTH().DestQP() != 1 && d == nil {
+		if f.p.BTH().DestQP() != 1 && (d == nil || d.QKey() != gsiQKey) {
 			continue
 		}
 		switch {
@@ -113,6 +115,12 @@ func cmViewValid(m mad.MAD) bool {
 	case mad.AttrREJ:
 		_ = mad.REJ(d).Fields()
 		return mad.REJ(d).IsValid()
+	case mad.AttrSIDRREQ:
+		_ = mad.SIDRREQ(d).Fields()
+		return mad.SIDRREQ(d).IsValid()
+	case mad.AttrSIDRREP:
+		_ = mad.SIDRREP(d).Fields()
+		return mad.SIDRREP(d).IsValid()
 	}
 	return false
 }
