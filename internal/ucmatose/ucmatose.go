@@ -1,7 +1,8 @@
 // Package ucmatose speaks librdmacm's connection examples over package
-// fabric: ucmatose (rdma-core, librdmacm/examples/cmatose.c) and
-// rdma_server / rdma_client (rdma_server.c, rdma_client.c): their
-// exchanges on the wire, their options and their output.
+// fabric: ucmatose (rdma-core, librdmacm/examples/cmatose.c), udaddy
+// (udaddy.c, UD queue pairs resolved by SIDR; udaddy.go) and rdma_server
+// / rdma_client (rdma_server.c, rdma_client.c): their exchanges on the
+// wire, their options and their output.
 //
 // ucmatose, on each of Connections RC connections made over RDMA-CM
 // (port 7471 of the TCP port space, no private data):
