@@ -462,6 +462,51 @@ func mtuCode(n int) mad.MTU {
 // rdAtomic clamps a peer's read/atomic depth to ours, at least 1.
 func rdAtomic(peer uint8) uint8 { return max(1, min(peer, cmRdAtomic)) }
 
+// cmLocal is the local address rdma_cm's header names, and its GID:
+// src, or the device's first address when src is unspecified.
+func (d *Domain) cmLocal(src netip.Addr) (netip.Addr, netip.Addr, error) {
+	if !src.IsValid() {
+		if g, ok := d.dev.GID(netip.Addr{}); ok {
+			src = g.Unmap()
+		}
+	}
+	gid, ok := d.dev.GID(src)
+	if !ok {
+		return src, gid, fmt.Errorf("%w: no GID for %v", ErrAddrNotAvail, src)
+	}
+	return src, gid, nil
+}
+
+// reach resolves the peer's GSI first, as rdma_resolve_addr does: a host
+// nobody has fails here, not after the request's retries. (The
+// in-process switch resolves any address, for AVs that name absent
+// hosts; its ports are its neighbour table.)
+func (s *cmService) reach(ctx context.Context, dst netip.Addr) error {
+	if _, err := s.g.addressHandle(ctx, dst); err != nil {
+		return fmt.Errorf("%w: %w", ErrAddrNotAvail, err)
+	}
+	if strings.HasPrefix(s.d.info.Domain.Name, memPrefix) && !memSwitch().Has(memMAC(dst)) {
+		return fmt.Errorf("%w: no such host on the in-process switch", ErrAddrNotAvail)
+	}
+	return nil
+}
+
+// open starts an exchange on the service's goroutine (start: the agent's
+// Connect or ResolveSIDR) and returns its connection, whose events the
+// caller waits for.
+func (s *cmService) open(start func(now int64) (ibcm.ID, error)) (*rcmConn, error) {
+	c := &rcmConn{s: s, ev: make(chan ibcm.Event, 4), done: make(chan struct{})}
+	err := s.do(func() error {
+		id, err := start(s.now())
+		if err == nil {
+			c.id = id
+			s.conns[id] = c
+		}
+		return err
+	})
+	return c, err
+}
+
 // connectCM connects ep to the rdma_cm listener at addr.
 func (ep *Endpoint) connectCM(ctx context.Context, addr netip.AddrPort, private []byte) error {
 	s, err := ep.d.cm()
@@ -469,15 +514,9 @@ func (ep *Endpoint) connectCM(ctx context.Context, addr netip.AddrPort, private 
 		return fmt.Errorf("connecting to %v: %w", addr, err)
 	}
 	dst := addr.Addr().Unmap()
-	src := ep.info.Src
-	if !src.IsValid() {
-		if g, ok := ep.d.dev.GID(netip.Addr{}); ok {
-			src = g.Unmap()
-		}
-	}
-	lgid, ok := ep.d.dev.GID(src)
-	if !ok {
-		return fmt.Errorf("connecting to %v: %w: no GID for %v", addr, ErrAddrNotAvail, src)
+	src, lgid, err := ep.d.cmLocal(ep.info.Src)
+	if err != nil {
+		return fmt.Errorf("connecting to %v: %w", addr, err)
 	}
 	priv := make([]byte, mad.CMAHeaderSize+1+len(private))
 	h := mad.CMAHeader(priv)
@@ -497,25 +536,10 @@ func (ep *Endpoint) connectCM(ctx context.Context, addr netip.AddrPort, private 
 	if o.RetryCnt != 0 {
 		p.RetryCount = o.RetryCnt
 	}
-	// Resolve the peer first, as rdma_resolve_addr does: a host nobody
-	// has fails here, not after the REQ's retries. (The in-process
-	// switch resolves any address, for AVs that name absent hosts; its
-	// ports are its neighbour table.)
-	if _, err := s.g.addressHandle(ctx, dst); err != nil {
-		return fmt.Errorf("connecting to %v: %w: %w", addr, ErrAddrNotAvail, err)
+	if err := s.reach(ctx, dst); err != nil {
+		return fmt.Errorf("connecting to %v: %w", addr, err)
 	}
-	if strings.HasPrefix(ep.d.info.Domain.Name, memPrefix) && !memSwitch().Has(memMAC(dst)) {
-		return fmt.Errorf("connecting to %v: %w: no such host on the in-process switch", addr, ErrAddrNotAvail)
-	}
-	c := &rcmConn{s: s, ev: make(chan ibcm.Event, 4), done: make(chan struct{})}
-	err = s.do(func() error {
-		id, err := s.agent.Connect(s.now(), p)
-		if err == nil {
-			c.id = id
-			s.conns[id] = c
-		}
-		return err
-	})
+	c, err := s.open(func(now int64) (ibcm.ID, error) { return s.agent.Connect(now, p) })
 	if err != nil {
 		return fmt.Errorf("connecting to %v: %w", addr, err)
 	}

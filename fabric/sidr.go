@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
-	"strings"
 
 	"github.com/softfabric/softfabric/dataplane/ibcm"
 	"github.com/softfabric/softfabric/dataplane/mad"
@@ -93,35 +92,19 @@ func (a *AV) InsertCM(ctx context.Context, addr netip.AddrPort, private []byte) 
 		return AddrUnspec, nil, fmt.Errorf("resolving %v: %w", addr, err)
 	}
 	dst := addr.Addr().Unmap()
-	src := d.info.Src
-	if !src.IsValid() {
-		if g, ok := d.dev.GID(netip.Addr{}); ok {
-			src = g.Unmap()
-		}
+	src, _, err := d.cmLocal(d.info.Src)
+	if err == nil {
+		err = s.reach(ctx, dst)
 	}
-	if _, ok := d.dev.GID(src); !ok {
-		return AddrUnspec, nil, fmt.Errorf("resolving %v: %w: no GID for %v", addr, ErrAddrNotAvail, src)
-	}
-	if _, err := s.g.addressHandle(ctx, dst); err != nil {
-		return AddrUnspec, nil, fmt.Errorf("resolving %v: %w: %w", addr, ErrAddrNotAvail, err)
-	}
-	if strings.HasPrefix(d.info.Domain.Name, memPrefix) && !memSwitch().Has(memMAC(dst)) {
-		return AddrUnspec, nil, fmt.Errorf("resolving %v: %w: no such host on the in-process switch", addr, ErrAddrNotAvail)
+	if err != nil {
+		return AddrUnspec, nil, fmt.Errorf("resolving %v: %w", addr, err)
 	}
 	priv := make([]byte, mad.CMAHeaderSize, mad.CMAHeaderSize+1+len(private))
 	// rdma_cm's source port is the ID's bound port, an ephemeral one.
 	mad.CMAHeader(priv).Encode(&mad.CMAHeaderFields{SrcPort: uint16(32768 + rand.N(28232)), Src: src, Dst: dst})
 	priv = append(priv, framePrivate(private)...)
 	p := ibcm.SIDRParams{ServiceID: mad.ServiceID(mad.PortSpaceUDP, addr.Port()), RemoteGID: dst.As16(), PrivateData: priv}
-	c := &rcmConn{s: s, ev: make(chan ibcm.Event, 4), done: make(chan struct{})}
-	err = s.do(func() error {
-		id, err := s.agent.ResolveSIDR(s.now(), p)
-		if err == nil {
-			c.id = id
-			s.conns[id] = c
-		}
-		return err
-	})
+	c, err := s.open(func(now int64) (ibcm.ID, error) { return s.agent.ResolveSIDR(now, p) })
 	if err != nil {
 		return AddrUnspec, nil, fmt.Errorf("resolving %v: %w", addr, err)
 	}

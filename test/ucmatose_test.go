@@ -60,6 +60,19 @@ func waitListening(t *testing.T, h *netnstest.Host, port string) {
 	t.Fatalf("nobody listens on port %s after 10 s", port)
 }
 
+// waitExit returns the exit status of a server startServer started,
+// which should exit within 10 s (after its client did).
+func waitExit(t *testing.T, done <-chan int, sout, serr *syncBuffer) int {
+	t.Helper()
+	select {
+	case code := <-done:
+		return code
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the server did not exit after its client:\n%s%s", sout.String(), serr.String())
+		return 0
+	}
+}
+
 // TestUcmatose: `softfabric ucmatose -c 4 -C 50 -S 2000` in one
 // namespace and `softfabric ucmatose -s SERVER` with the same options in
 // the other, with softfabric's daemons: each prints what cmatose
@@ -78,12 +91,7 @@ func TestUcmatose(t *testing.T) {
 	if c.code != 0 || c.out != want || c.err != "" {
 		t.Fatalf("client: exit %d\nstdout:\n%s\nstderr:\n%s\nserver:\n%s%s", c.code, c.out, c.err, sout.String(), serr.String())
 	}
-	var code int
-	select {
-	case code = <-srvDone:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("the server did not exit after its client:\n%s%s", sout.String(), serr.String())
-	}
+	code := waitExit(t, srvDone, sout, serr)
 	want = "cmatose: starting server\ninitiating data transfers\ncompleting sends\nreceiving data transfers\n" +
 		"data transfers complete\ncmatose: disconnecting\ndisconnected\ntest complete\nreturn status 0\n"
 	if code != 0 || sout.String() != want || serr.String() != "" {

@@ -42,12 +42,7 @@ func TestUdaddy(t *testing.T) {
 	if c.code != 0 || c.out != want || c.err != "" {
 		t.Fatalf("client: exit %d\nstdout:\n%s\nstderr:\n%s\nserver:\n%s%s", c.code, c.out, c.err, sout.String(), serr.String())
 	}
-	var code int
-	select {
-	case code = <-srvDone:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("the server did not exit after its client:\n%s%s", sout.String(), serr.String())
-	}
+	code := waitExit(t, srvDone, sout, serr)
 	want = "udaddy: starting server\nreceiving data transfers\nsending replies\ndata transfers complete\ntest complete\nreturn status 0\n"
 	if code != 0 || sout.String() != want || serr.String() != "" {
 		t.Fatalf("server: exit %d\nstdout:\n%s\nstderr:\n%s", code, sout.String(), serr.String())

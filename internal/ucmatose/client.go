@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"time"
 )
 
 // Run is ucmatose's client (-s SERVER): it makes cfg.Connections
@@ -19,12 +20,18 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if err := cfg.check(); err != nil {
 		return err
 	}
-	if !cfg.Server.IsValid() || cfg.Server.IsUnspecified() {
+	return client("cmatose", cfg.Server, stdout, stderr, func(o *out) error { return runClient(ctx, cfg, o) })
+}
+
+// client runs a tool's client (name: cmatose, udaddy) against server
+// between the lines the tool prints first and last.
+func client(name string, server netip.Addr, stdout, stderr io.Writer, run func(*out) error) error {
+	if !server.IsValid() || server.IsUnspecified() {
 		return errors.New("the client needs the server's address (-s)")
 	}
 	o := &out{stdout: stdout, stderr: stderr}
-	o.printf("cmatose: starting client")
-	err := runClient(ctx, cfg, o)
+	o.printf("%s: starting client", name)
+	err := run(o)
 	o.printf("test complete")
 	o.printf("return status %d", status(err))
 	return err
@@ -52,38 +59,18 @@ func runClient(ctx context.Context, cfg Config, o *out) error {
 	server := netip.AddrPortFrom(cfg.Server, cfg.Port)
 	nodes := make([]*node, cfg.Connections)
 	defer func() { closeAll(nodes) }()
-	errs := make(chan error, cfg.Connections)
-	cctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
-	defer cancel()
-	for i := range nodes {
-		go func() {
-			n, err := newNode(d, &d.Info, eq, cfg, i, clientRetryCount)
-			if err != nil {
-				errs <- err
-				return
-			}
-			nodes[i] = n
-			if err := n.ep.Connect(cctx, server, nil); err != nil {
-				errs <- cmError(ctx, server, cfg.ConnectTimeout, err)
-				return
-			}
-			n.connected = true
-			errs <- nil
-		}()
-	}
-	// connect_events: until every connection is up, or the first that
-	// failed.
-	var first error
-	for range nodes {
-		if err := <-errs; err != nil && first == nil {
-			first = err
-			var ce *CMError
-			if errors.As(err, &ce) {
-				o.printf("cmatose: event: %s, error: %d", ce.Event, ce.Status)
-			}
-			cancel() // the others give up
+	first := connectAll(ctx, cfg.ConnectTimeout, o, "cmatose", len(nodes), func(cctx context.Context, i int) error {
+		n, err := newNode(d, &d.Info, eq, cfg, i, clientRetryCount)
+		if err != nil {
+			return err
 		}
-	}
+		nodes[i] = n
+		if err := n.ep.Connect(cctx, server, nil); err != nil {
+			return cmError(ctx, server, cfg.ConnectTimeout, err)
+		}
+		n.connected = true
+		return nil
+	})
 	if first != nil {
 		shutdownAll(nodes)
 		return first
@@ -123,4 +110,31 @@ func runClient(ctx context.Context, cfg Config, o *out) error {
 		n.connected = false // rdma_disconnect answers a disconnect: nothing more to send
 	}
 	return nil
+}
+
+// connectAll is connect_events after rdma_resolve_addr on every id at
+// once: connect sets node i up and connects it, all at once, within
+// timeout. The first failure is returned, its rdma_cm event printed as
+// the tool (name) prints it ("cmatose: event: RDMA_CM_EVENT_REJECTED,
+// error: 8"), and the others give up.
+func connectAll(ctx context.Context, timeout time.Duration, o *out, name string, nodes int,
+	connect func(ctx context.Context, i int) error) error {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	errs := make(chan error, nodes)
+	for i := range nodes {
+		go func() { errs <- connect(cctx, i) }()
+	}
+	var first error
+	for range nodes {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+			var ce *CMError
+			if errors.As(err, &ce) {
+				o.printf("%s: event: %s, error: %d", name, ce.Event, ce.Status)
+			}
+			cancel()
+		}
+	}
+	return first
 }

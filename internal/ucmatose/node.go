@@ -63,22 +63,30 @@ func newNode(d *domain, info *fabric.Info, eq *fabric.EQ, cfg Config, id, retry 
 			return n, fmt.Errorf("cmatose: unable to create QP: %w", err)
 		}
 	}
-	if cfg.Count == 0 {
-		return n, nil
+	n.mr, err = postRecvs(d, n.ep, cfg.Count, cfg.Size)
+	return n, err
+}
+
+// postRecvs is create_message and post_recvs: the message buffer, and
+// count receives of size bytes posted on ep (none, and no buffer, when
+// count is 0). cmatose and udaddy receive into and send from one buffer;
+// softfabric's transport may read a send's buffer again (a
+// retransmission) while a receive lands, so each has its own half here.
+// The wire is the same.
+func postRecvs(d *domain, ep *fabric.Endpoint, count, size int) (*fabric.MR, error) {
+	if count == 0 {
+		return nil, nil
 	}
-	// cmatose receives into and sends from one buffer; softfabric's
-	// transport may read a send's buffer again (a retransmission) while
-	// a receive lands, so each has its own half here. The wire is the
-	// same.
-	if n.mr, err = d.Dom.RegisterMemory(make([]byte, 2*cfg.Size), fabric.AccessSend|fabric.AccessRecv); err != nil {
-		return n, fmt.Errorf("failed to reg MR: %w", err)
+	m, err := d.Dom.RegisterMemory(make([]byte, 2*size), fabric.AccessSend|fabric.AccessRecv)
+	if err != nil {
+		return nil, fmt.Errorf("failed to reg MR: %w", err)
 	}
-	for range cfg.Count {
-		if err = n.ep.Recv(n.mr.Bytes()[:cfg.Size], n.mr.Desc(), fabric.AddrUnspec, 0); err != nil {
-			return n, fmt.Errorf("failed to post receives: %w", err)
+	for range count {
+		if err = ep.Recv(m.Bytes()[:size], m.Desc(), fabric.AddrUnspec, 0); err != nil {
+			return m, fmt.Errorf("failed to post receives: %w", err)
 		}
 	}
-	return n, nil
+	return m, nil
 }
 
 // close closes the endpoint (flushing what is posted) and the rest.

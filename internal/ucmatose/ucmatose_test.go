@@ -52,13 +52,31 @@ func (s *side) String() string { return s.out.String() + s.err.String() }
 // devices; srv and cli are their options (addresses filled in).
 func runPair(t *testing.T, srv, cli Config) (server, client *side) {
 	t.Helper()
+	return runTool(t, func(ctx context.Context, sa netip.Addr, s *side) (tool, error) {
+		srv.Provider, srv.Bind = fabric.ProviderMem, sa
+		return Listen(ctx, srv, &s.out, &s.err)
+	}, func(ctx context.Context, sa, ca netip.Addr, c *side) error {
+		cli.Provider, cli.Server, cli.Bind = fabric.ProviderMem, sa, ca
+		return Run(ctx, cli, &c.out, &c.err)
+	})
+}
+
+// tool is a tool's server, listening.
+type tool interface {
+	Serve(context.Context) error
+	Close()
+}
+
+// runTool runs a server (listen) and a client (run) against it on
+// in-process devices with fresh addresses.
+func runTool(t *testing.T, listen func(ctx context.Context, sa netip.Addr, s *side) (tool, error),
+	run func(ctx context.Context, sa, ca netip.Addr, c *side) error) (server, client *side) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	sa, ca := addrs()
-	srv.Provider, srv.Bind = fabric.ProviderMem, sa
-	cli.Provider, cli.Server, cli.Bind = fabric.ProviderMem, sa, ca
 	server, client = new(side), new(side)
-	s, err := Listen(ctx, srv, &server.out, &server.err)
+	s, err := listen(ctx, sa, server)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +86,7 @@ func runPair(t *testing.T, srv, cli Config) (server, client *side) {
 		defer close(done)
 		server.res = s.Serve(ctx)
 	}()
-	client.res = Run(ctx, cli, &client.out, &client.err)
+	client.res = run(ctx, sa, ca, client)
 	select {
 	case <-done:
 	case <-time.After(15 * time.Second):

@@ -155,18 +155,8 @@ func newUDNode(d *domain, av *fabric.AV, info *fabric.Info, cfg UDConfig, id int
 			return n, fmt.Errorf("udaddy: unable to create QP: %w", err)
 		}
 	}
-	if cfg.Count == 0 {
-		return n, nil
-	}
-	if n.mr, err = d.Dom.RegisterMemory(make([]byte, 2*cfg.Size), fabric.AccessSend|fabric.AccessRecv); err != nil {
-		return n, fmt.Errorf("failed to reg MR: %w", err)
-	}
-	for range cfg.Count {
-		if err = n.ep.Recv(n.mr.Bytes()[:cfg.Size], n.mr.Desc(), fabric.AddrUnspec, 0); err != nil {
-			return n, fmt.Errorf("failed to post receives: %w", err)
-		}
-	}
-	return n, nil
+	n.mr, err = postRecvs(d, n.ep, cfg.Count, cfg.Size)
+	return n, err
 }
 
 func (n *udNode) close() {
@@ -239,15 +229,7 @@ func RunUD(ctx context.Context, cfg UDConfig, stdout, stderr io.Writer) error {
 	if err := cfg.check(); err != nil {
 		return err
 	}
-	if !cfg.Server.IsValid() || cfg.Server.IsUnspecified() {
-		return errors.New("the client needs the server's address (-s)")
-	}
-	o := &out{stdout: stdout, stderr: stderr}
-	o.printf("udaddy: starting client")
-	err := runUDClient(ctx, cfg, o)
-	o.printf("test complete")
-	o.printf("return status %d", status(err))
-	return err
+	return client("udaddy", cfg.Server, stdout, stderr, func(o *out) error { return runUDClient(ctx, cfg, o) })
 }
 
 func runUDClient(ctx context.Context, cfg UDConfig, o *out) error {
@@ -263,36 +245,18 @@ func runUDClient(ctx context.Context, cfg UDConfig, o *out) error {
 	server := netip.AddrPortFrom(cfg.Server, cfg.Port)
 	nodes := make([]*udNode, cfg.Connections)
 	defer func() { closeUD(nodes) }()
-	errs := make(chan error, cfg.Connections)
-	cctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
-	defer cancel()
-	for i := range nodes {
-		go func() {
-			n, err := newUDNode(d, av, &info, cfg, i)
-			if err != nil {
-				errs <- err
-				return
-			}
-			nodes[i] = n
-			if n.peer, _, err = av.InsertCM(cctx, server, nil); err != nil {
-				errs <- udError(ctx, server, cfg.Timeout, err)
-				return
-			}
-			n.connected, n.hasPeer = true, true
-			errs <- nil
-		}()
-	}
-	var first error
-	for range nodes {
-		if err := <-errs; err != nil && first == nil {
-			first = err
-			var ce *CMError
-			if errors.As(err, &ce) {
-				o.printf("udaddy: event: %s, error: %d", ce.Event, ce.Status)
-			}
-			cancel()
+	first := connectAll(ctx, cfg.Timeout, o, "udaddy", len(nodes), func(cctx context.Context, i int) error {
+		n, err := newUDNode(d, av, &info, cfg, i)
+		if err != nil {
+			return err
 		}
-	}
+		nodes[i] = n
+		if n.peer, _, err = av.InsertCM(cctx, server, nil); err != nil {
+			return udError(ctx, server, cfg.Timeout, err)
+		}
+		n.connected, n.hasPeer = true, true
+		return nil
+	})
 	if first != nil || cfg.Count == 0 {
 		return first
 	}

@@ -3,6 +3,7 @@ package ucmatose
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,29 +16,13 @@ import (
 // devices.
 func runUDPair(t *testing.T, srv, cli UDConfig) (server, client *side) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	sa, ca := addrs()
-	srv.Provider, srv.Bind = fabric.ProviderMem, sa
-	cli.Provider, cli.Server, cli.Bind = fabric.ProviderMem, sa, ca
-	server, client = new(side), new(side)
-	s, err := ListenUD(ctx, srv, &server.out, &server.err)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		server.res = s.Serve(ctx)
-	}()
-	client.res = RunUD(ctx, cli, &client.out, &client.err)
-	select {
-	case <-done:
-	case <-time.After(15 * time.Second):
-		t.Fatalf("the server did not end after its client; client %v\n%s", client.res, client)
-	}
-	return server, client
+	return runTool(t, func(ctx context.Context, sa netip.Addr, s *side) (tool, error) {
+		srv.Provider, srv.Bind = fabric.ProviderMem, sa
+		return ListenUD(ctx, srv, &s.out, &s.err)
+	}, func(ctx context.Context, sa, ca netip.Addr, c *side) error {
+		cli.Provider, cli.Server, cli.Bind = fabric.ProviderMem, sa, ca
+		return RunUD(ctx, cli, &c.out, &c.err)
+	})
 }
 
 const (
