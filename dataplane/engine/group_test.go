@@ -154,11 +154,11 @@ func TestGroupRunEach(t *testing.T) {
 // allocates nothing.
 func TestGroupSteadyStateNoAllocs(t *testing.T) {
 	s := newGroupStream(t, verbs.OpWrite, 1024, 1024, 64)
-	s.run(t, 2000)
-	if a := testing.AllocsPerRun(20, func() { s.run(t, 100) }); a != 0 {
+	s.Run(t, 2000)
+	if a := testing.AllocsPerRun(20, func() { s.Run(t, 100) }); a != 0 {
 		t.Fatalf("%.1f allocations per 100 writes through handoff rings", a)
 	}
-	st := s.p.B.Group.Node(0).Stats()
+	st := s.P.B.Group.Node(0).Stats()
 	if st.HandedOff == 0 {
 		t.Fatalf("nothing handed off: %+v", st)
 	}
@@ -166,12 +166,12 @@ func TestGroupSteadyStateNoAllocs(t *testing.T) {
 
 // newGroupStream is newStream between two groups of two nodes, with the
 // queue pairs on node 0 at A and node 1 at B.
-func newGroupStream(tb testing.TB, op verbs.Opcode, size, mtu, window int) *stream {
-	return newStreamOn(tb, transporttest.NewGroupPair(memlink.Config{Capacity: 1 << 14}, 2), transporttest.RCOptions{NodeB: 1}, op, size, mtu, window)
+func newGroupStream(tb testing.TB, op verbs.Opcode, size, mtu, window int) *transporttest.Stream {
+	return transporttest.NewStream(tb, transporttest.NewGroupPair(memlink.Config{Capacity: 1 << 14}, 2), transporttest.RCOptions{NodeB: 1}, op, size, mtu, window)
 }
 
 // BenchmarkWrite64Handoff is BenchmarkWrite64 with every frame received by
 // a node that does not own its queue pair: the handoff's cost per packet.
 func BenchmarkWrite64Handoff(b *testing.B) {
-	benchStreamOn(b, newGroupStream(b, verbs.OpWrite, 64, 1024, 128), 64)
+	newGroupStream(b, verbs.OpWrite, 64, 1024, 128).Bench(b, 64)
 }

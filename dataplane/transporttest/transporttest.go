@@ -21,8 +21,8 @@ import (
 // Host is one end: a node (or, from NewGroupPair, a group of nodes, one
 // per queue), its memory regions and completion queues.
 type Host struct {
-	Node   *engine.Node // node 0 of Group, in a group pair
-	Link   *memlink.Endpoint
+	Node   *engine.Node      // node 0 of Group, in a group pair
+	Link   *memlink.Endpoint // nil on a NewLinkPair
 	Filter *Filter
 	// Group and Links are set by NewGroupPair: node i of Group sends and
 	// receives on Links[i], whose peer is Links[i] of the other host.
@@ -101,8 +101,21 @@ func NewPair(cfg memlink.Config) *Pair {
 	cfg.Now = func() time.Duration { return time.Duration(p.Now) }
 	cfg.Backpressure = true
 	la, lb := memlink.NewPair(cfg)
-	p.A = newHost(la, 1)
-	p.B = newHost(lb, 2)
+	p.A = newHost(la, la, 1)
+	p.B = newHost(lb, lb, 2)
+	return p
+}
+
+// NewLinkPair returns two hosts on links a and b, what one sends arriving
+// at the other (two HFI links over modeled units joined by a wire, say).
+// Frames in flight on them are invisible to Step, which moves the clock
+// only to the next timer when both nodes are idle: the links must deliver
+// at once, as the model's wire does. Host A's IP is 198.18.0.1, B's
+// 198.18.0.2.
+func NewLinkPair(a, b link.Link) *Pair {
+	p := &Pair{Quantum: 1000}
+	p.A = newHost(a, nil, 1)
+	p.B = newHost(b, nil, 2)
 	return p
 }
 
@@ -123,8 +136,8 @@ func NewGroupPair(cfg memlink.Config, queues int) *Pair {
 		la, lb = append(la, x), append(lb, y)
 		a, b = append(a, x), append(b, y)
 	}
-	p.A = newHost(la[0], 1)
-	p.B = newHost(lb[0], 2)
+	p.A = newHost(la[0], la[0], 1)
+	p.B = newHost(lb[0], lb[0], 2)
 	p.A.Group, p.A.Links = engine.NewGroup(a, 0), la
 	p.B.Group, p.B.Links = engine.NewGroup(b, 0), lb
 	p.A.Node, p.B.Node = p.A.Group.Node(0), p.B.Group.Node(0)
@@ -149,6 +162,9 @@ func (h *Host) nextDeadline() int64 {
 
 func (h *Host) pending() int {
 	if h.Group == nil {
+		if h.Link == nil {
+			return 0
+		}
 		return h.Link.Pending()
 	}
 	n := 0
@@ -165,11 +181,13 @@ func (h *Host) attach(node int, q *rc.QP) error {
 	return h.Node.Attach(q)
 }
 
-func newHost(l *memlink.Endpoint, id byte) *Host {
+// newHost makes a host on l; ml is l when it is a memlink endpoint (whose
+// frames in flight Step counts), else nil.
+func newHost(l link.Link, ml *memlink.Endpoint, id byte) *Host {
 	f := &Filter{Link: l}
 	return &Host{
 		Node:    engine.New(f),
-		Link:    l,
+		Link:    ml,
 		Filter:  f,
 		MRs:     mr.NewTable(1024),
 		SendCQ:  verbs.NewCQ(4096),

@@ -153,9 +153,22 @@ func (p *Path) IsIPv6() bool { return p.ipv6 }
 // for the IP length field, is left unchanged, as is any frame given to the
 // zero Path.
 func (p *Path) Finish(frame []byte) {
+	if !p.PutHeaders(frame) {
+		return
+	}
+	l3, end := int(p.l3), len(frame)-ICRCSize
+	binary.LittleEndian.PutUint32(frame[end:], ComputeICRC(frame[l3:end]))
+}
+
+// PutHeaders is Finish without the ICRC: it writes the Ethernet, IP and
+// UDP headers with the lengths frame needs and leaves the ICRC slot as it
+// is, for a link that carries the sender's ICRC across another fabric and
+// rebuilds the headers around it (hfidev/hfilink). It reports false, and
+// leaves frame unchanged, where Finish would.
+func (p *Path) PutHeaders(frame []byte) bool {
 	hl := int(p.hlen)
 	if hl == 0 || len(frame) < hl+BTHSize+ICRCSize {
-		return
+		return false
 	}
 	l3, l4 := int(p.l3), hl-UDPSize
 	ipLen := len(frame) - l3
@@ -163,7 +176,7 @@ func (p *Path) Finish(frame []byte) {
 		ipLen -= IPv6Size
 	}
 	if ipLen > 0xffff {
-		return
+		return false
 	}
 	copy(frame, p.hdr[:hl])
 	if p.ipv6 {
@@ -173,8 +186,7 @@ func (p *Path) Finish(frame []byte) {
 		binary.BigEndian.PutUint16(frame[l3+ipv4Checksum:], ^checksumFold(p.sum+uint32(ipLen)))
 	}
 	binary.BigEndian.PutUint16(frame[l4+udpLength:], uint16(len(frame)-l4))
-	end := len(frame) - ICRCSize
-	binary.LittleEndian.PutUint32(frame[end:], ComputeICRC(frame[l3:end]))
+	return true
 }
 
 // QPFlowLabel returns the 20-bit flow label Linux derives from a QP pair

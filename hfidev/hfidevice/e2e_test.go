@@ -1,0 +1,230 @@
+package hfidevice
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/softfabric/softfabric/device"
+	"github.com/softfabric/softfabric/fabric"
+	"github.com/softfabric/softfabric/hfidev/abi"
+	"github.com/softfabric/softfabric/hfidev/model"
+)
+
+// side is one end of a connection over the model: a manual-progress
+// domain on a device, one MSG endpoint, its CQ and a registered buffer.
+type side struct {
+	fab  *fabric.Fabric
+	dom  *fabric.Domain
+	cq   *fabric.CQ
+	ep   *fabric.Endpoint
+	mr   *fabric.MR
+	buf  []byte
+	done []fabric.Completion
+}
+
+const bufSize = 1 << 20
+
+func openSide(t *testing.T, d *device.Device, gid netip.Addr) *side {
+	t.Helper()
+	hints := &fabric.Hints{Provider: fabric.ProviderSoftfabric, EPType: fabric.EPMsg, Node: gid.Unmap().String(),
+		Domain: fabric.DomainAttr{Progress: fabric.ProgressManual, Threading: fabric.ThreadDomain},
+		TX:     fabric.TxAttr{Size: 64}, RX: fabric.RxAttr{Size: 64}}
+	infos, err := fabric.DeviceInfo(context.Background(), d, hints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &side{buf: make([]byte, bufSize)}
+	info := infos[0]
+	if s.fab, err = fabric.OpenFabric(&info); err != nil {
+		t.Fatal(err)
+	}
+	if s.dom, err = s.fab.Domain(&info); err != nil {
+		t.Fatal(err)
+	}
+	if s.cq, err = s.dom.CQ(256); err != nil {
+		t.Fatal(err)
+	}
+	if s.mr, err = s.dom.RegisterMemory(s.buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	if s.ep, err = s.dom.Endpoint(&info); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ep.Bind(s.cq, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ep.Enable(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = s.ep.Close()
+		_ = s.mr.Close()
+		_ = s.cq.Close()
+		_ = s.dom.Close()
+		_ = s.fab.Close()
+	})
+	return s
+}
+
+// modelPair opens a pair of modeled units and a connected endpoint on
+// each. drop, if not zero, loses every drop-th packet on the wire.
+func modelPair(t *testing.T, chip abi.Chip, drop uint64, mut func(*model.Config)) (*Pair, *side, *side) {
+	t.Helper()
+	p, err := NewModelPair(PairConfig{Chip: chip, Model: mut})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	if drop > 0 {
+		var n atomic.Uint64
+		p.Wire.SetDrop(func(*model.Unit, []byte) bool { return n.Add(1)%drop == 0 })
+	}
+	a, b := openSide(t, p.Devs[0], DefaultGIDs[0]), openSide(t, p.Devs[1], DefaultGIDs[1])
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, c := range [][2]*side{{a, b}, {b, a}} {
+		if err := c[0].ep.ConnectQP(ctx, c[1].ep.QPInfo(), fabric.QPOptions{Timeout: 8}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return p, a, b
+}
+
+// wait drives both domains until each side has had want[i] completions,
+// failing on an error completion or after a deadline.
+func wait(t *testing.T, a, b *side, wantA, wantB int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	var cs [16]fabric.Completion
+	for len(a.done) < wantA || len(b.done) < wantB {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out with %d/%d and %d/%d completions", len(a.done), wantA, len(b.done), wantB)
+		}
+		for _, s := range []*side{a, b} {
+			s.dom.Progress()
+			n := s.cq.Read(cs[:])
+			for _, c := range cs[:n] {
+				if err := c.Err(); err != nil {
+					t.Fatalf("completion %+v: %v", c, err)
+				}
+			}
+			s.done = append(s.done, cs[:n]...)
+		}
+	}
+	a.done, b.done = a.done[:0], b.done[:0]
+}
+
+func fill(b []byte, seed int) []byte {
+	for i := range b {
+		b[i] = byte(seed*131 + i*7 + i>>8 + 1)
+	}
+	return b
+}
+
+// sizes cross the PIO/SDMA threshold and the path MTU: one packet by PIO,
+// one by SDMA, multi-packet messages of both.
+var sizes = []int{1, 60, 1000, 2100, 4096, 4097, 65536, 300001}
+
+// The transport over the model, end to end: send/recv, RDMA write and
+// read, fetch-and-add and compare-and-swap, data checked byte for byte, on
+// both chips, on a perfect wire and on one losing every 29th packet.
+func TestFabricOverModel(t *testing.T) {
+	for _, chip := range []abi.Chip{abi.ChipWFR, abi.ChipJKR} {
+		for _, drop := range []uint64{0, 29} {
+			name := chip.String()
+			if drop > 0 {
+				name += "/loss"
+			}
+			t.Run(name, func(t *testing.T) { fabricOps(t, chip, drop) })
+		}
+	}
+}
+
+func fabricOps(t *testing.T, chip abi.Chip, drop uint64) {
+	p, a, b := modelPair(t, chip, drop, nil)
+	for i, n := range sizes {
+		// Send/recv: a's bytes land in b's receive buffer.
+		want := fill(a.buf[:n], i)
+		dst := b.buf[bufSize-n:]
+		clear(dst)
+		if err := b.ep.Recv(dst, b.mr.Desc(), fabric.AddrUnspec, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.ep.Send(want, a.mr.Desc(), fabric.AddrUnspec, 2); err != nil {
+			t.Fatal(err)
+		}
+		wait(t, a, b, 1, 1)
+		if !bytes.Equal(dst, want) {
+			t.Fatalf("send %d bytes: received data differs", n)
+		}
+
+		// RDMA write: a's bytes into b's buffer at an offset.
+		want = fill(a.buf[:n], i+100)
+		off := uint64(i * 7)
+		if err := a.ep.Write(want, a.mr.Desc(), fabric.AddrUnspec, b.mr.Addr()+off, b.mr.Key(), 3); err != nil {
+			t.Fatal(err)
+		}
+		wait(t, a, b, 1, 0)
+		if !bytes.Equal(b.buf[off:off+uint64(n)], want) {
+			t.Fatalf("write %d bytes: placed data differs", n)
+		}
+
+		// RDMA read: b's bytes into a's buffer.
+		src := fill(b.buf[:n], i+200)
+		got := a.buf[bufSize-n:]
+		clear(got)
+		if err := a.ep.Read(got, a.mr.Desc(), fabric.AddrUnspec, b.mr.Addr(), b.mr.Key(), 4); err != nil {
+			t.Fatal(err)
+		}
+		wait(t, a, b, 1, 0)
+		if !bytes.Equal(got, src) {
+			t.Fatalf("read %d bytes: data differs", n)
+		}
+	}
+
+	// Atomics on b's first word.
+	le := binary.LittleEndian
+	le.PutUint64(b.buf, 41)
+	le.PutUint64(a.buf[8:], 1)
+	if err := a.ep.FetchAtomic(fabric.AtomicSum, fabric.Uint64, a.buf[8:16], a.mr.Desc(), a.buf[16:24], a.mr.Desc(),
+		fabric.AddrUnspec, b.mr.Addr(), b.mr.Key(), 5); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, a, b, 1, 0)
+	if old, now := le.Uint64(a.buf[16:]), le.Uint64(b.buf); old != 41 || now != 42 {
+		t.Fatalf("fetch-add: old %d, now %d; want 41, 42", old, now)
+	}
+	le.PutUint64(a.buf[24:], 42) // compare
+	le.PutUint64(a.buf[32:], 7)  // swap
+	if err := a.ep.CompareAtomic(fabric.AtomicCSwap, fabric.Uint64, a.buf[32:40], a.mr.Desc(), a.buf[24:32], a.mr.Desc(),
+		a.buf[40:48], a.mr.Desc(), fabric.AddrUnspec, b.mr.Addr(), b.mr.Key(), 6); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, a, b, 1, 0)
+	if old, now := le.Uint64(a.buf[40:]), le.Uint64(b.buf); old != 42 || now != 7 {
+		t.Fatalf("compare-swap: old %d, now %d; want 42, 7", old, now)
+	}
+
+	for i := range 2 {
+		s := p.LinkStats(i)
+		if s.TxPIO == 0 || s.TxSDMA == 0 || s.TxErrors != 0 || s.TxNoRoute != 0 || s.TxMalformed != 0 || s.RxForeign != 0 || s.TxSDMAErrors != 0 {
+			t.Errorf("unit %d: %+v", i, s)
+		}
+		if e := p.Devs[i].Stats(); e.BadICRC != 0 || e.Malformed != 0 {
+			t.Errorf("unit %d engine: %+v", i, e)
+		}
+	}
+	if w := p.Wire.Stats(); (drop > 0) != (w.Dropped > 0) {
+		t.Errorf("wire: %+v", w)
+	}
+	t.Logf("wire %+v; A %+v; B %+v", p.Wire.Stats(), p.LinkStats(0), p.LinkStats(1))
+}

@@ -1,0 +1,151 @@
+package hfidevice
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/softfabric/softfabric/dataplane/engine"
+	"github.com/softfabric/softfabric/device"
+	"github.com/softfabric/softfabric/hfidev"
+	"github.com/softfabric/softfabric/hfidev/abi"
+	"github.com/softfabric/softfabric/hfidev/hfilink"
+	"github.com/softfabric/softfabric/hfidev/model"
+)
+
+// PairConfig describes two modeled units back to back.
+type PairConfig struct {
+	Chip abi.Chip
+	// Contexts is the number of contexts (and workers) per unit; 0 means 1.
+	Contexts int
+	// Model, if set, adjusts each unit's configuration (after LID and
+	// unit number are set).
+	Model func(*model.Config)
+	// Link tunes the links (MTU, SDMAMin, TxBufs); Self and Peers are
+	// filled in.
+	Link hfilink.Config
+	// GIDs are the units' GIDs; zero values mean DefaultGIDs.
+	GIDs [2]netip.Addr
+	// Pace is the devices' idle back-off (NewModelPair).
+	Pace engine.Backoff
+}
+
+// DefaultGIDs are a pair's GIDs when PairConfig gives none: loopback
+// addresses, so that an out-of-band TCP exchange between 127.0.0.1 and
+// 127.0.0.2 in one process finds each side's GID as its local address.
+var DefaultGIDs = [2]netip.Addr{netip.MustParseAddr("::ffff:127.0.0.1"), netip.MustParseAddr("::ffff:127.0.0.2")}
+
+// ModelLinks is two modeled units joined by a wire and the links over
+// their contexts. Unit i has LID i+1.
+type ModelLinks struct {
+	Units [2]*model.Unit
+	Wire  *model.Wire
+	Nodes [2]hfilink.Node
+	Links [2][]*hfilink.Link
+}
+
+// NewModelLinks makes the units, connects them and opens cfg.Contexts
+// contexts on each, with a link over every context.
+func NewModelLinks(cfg PairConfig) (*ModelLinks, error) {
+	if cfg.Contexts == 0 {
+		cfg.Contexts = 1
+	}
+	for i, g := range cfg.GIDs {
+		if !g.IsValid() {
+			cfg.GIDs[i] = DefaultGIDs[i]
+		}
+	}
+	m := &ModelLinks{}
+	var ctxts [2][]*hfidev.Context
+	fail := func(err error) (*ModelLinks, error) {
+		for _, cs := range ctxts {
+			for _, c := range cs {
+				_ = c.Close()
+			}
+		}
+		return nil, err
+	}
+	for i := range m.Units {
+		mc := model.DefaultConfig(cfg.Chip)
+		mc.Unit, mc.LID = i, uint16(i+1)
+		if cfg.Model != nil {
+			cfg.Model(&mc)
+		}
+		u, err := model.NewUnit(mc)
+		if err != nil {
+			return nil, err
+		}
+		m.Units[i] = u
+		m.Nodes[i] = hfilink.Node{LID: mc.LID, GID: cfg.GIDs[i]}
+		for range cfg.Contexts {
+			c, err := hfidev.OpenContext(u, u.Path(), hfidev.Options{})
+			if err != nil {
+				return fail(fmt.Errorf("hfidevice: %s: %w", u.Path(), err))
+			}
+			ctxts[i] = append(ctxts[i], c)
+			m.Nodes[i].Ctxts = append(m.Nodes[i].Ctxts, c.Info.Ctxt)
+		}
+	}
+	m.Wire = model.Connect(m.Units[0], m.Units[1])
+	for i := range m.Units {
+		lc := cfg.Link
+		lc.Self, lc.Peers = m.Nodes[i], []hfilink.Node{m.Nodes[1-i]}
+		for _, c := range ctxts[i] {
+			l, err := hfilink.New(c, lc)
+			if err != nil {
+				return fail(err)
+			}
+			m.Links[i] = append(m.Links[i], l)
+		}
+	}
+	return m, nil
+}
+
+// Close closes the links and their contexts.
+func (m *ModelLinks) Close() error {
+	var errs []error
+	for _, ls := range m.Links {
+		for _, l := range ls {
+			errs = append(errs, l.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// LinkStats sums the counters of unit i's links.
+func (m *ModelLinks) LinkStats(i int) hfilink.Stats {
+	var t hfilink.Stats
+	for _, l := range m.Links[i] {
+		t.Add(l.Stats())
+	}
+	return t
+}
+
+// Pair is two devices on two modeled units joined by a wire.
+type Pair struct {
+	*ModelLinks
+	Devs [2]*device.Device
+}
+
+// NewModelPair makes NewModelLinks' units and links and a device on each
+// unit's links, named after the unit ("model:hfi1_N").
+func NewModelPair(cfg PairConfig) (*Pair, error) {
+	m, err := NewModelLinks(cfg)
+	if err != nil {
+		return nil, err
+	}
+	p := &Pair{ModelLinks: m}
+	for i, u := range m.Units {
+		// New cannot fail on a pair's links: there is one at least.
+		p.Devs[i], err = New(m.Links[i], Options{Name: u.Path(), Self: m.Nodes[i], Peers: []hfilink.Node{m.Nodes[1-i]}, Pace: cfg.Pace})
+		if err != nil {
+			return nil, errors.Join(err, m.Close())
+		}
+	}
+	return p, nil
+}
+
+// Close closes both devices, their links and contexts.
+func (p *Pair) Close() error {
+	return errors.Join(p.Devs[0].Close(), p.Devs[1].Close())
+}
