@@ -68,6 +68,14 @@ func (ep *Endpoint) acceptSIDR(r *sidrRequest, private []byte) error {
 	if len(private) > mad.SIDRREPPrivateDataSize-1 {
 		return fmt.Errorf("accepting: %w: %d bytes of private data", ErrInvalid, len(private))
 	}
+	// The receives posted so far reach the queue pair before the answer
+	// leaves, as ibv_post_recv's have before rdma_accept: the requester
+	// may send as soon as it has the answer, and UD drops what finds no
+	// receive.
+	_ = ep.d.exec(ep.w, func() error {
+		ep.submitRx()
+		return nil
+	})
 	err := r.reply(ibcm.SIDRReplyParams{Status: mad.SIDRSuccess, QPN: ep.udqp.QPN(), QKey: ep.qkey, PrivateData: framePrivate(private)})
 	if err != nil {
 		return fmt.Errorf("accepting: %w", err)
