@@ -42,7 +42,12 @@
 //     connects to a peer whose queue pair facts came out of band
 //     (rdma-core's tools).
 //   - EPDgram: unreliable datagrams on a UD queue pair, up to the path
-//     MTU. Peers are AV entries.
+//     MTU. Peers are AV entries. rdma_cm's UD peers (udaddy) find each
+//     other by service ID resolution (SIDR): a passive endpoint opened
+//     for a DGRAM offer hears each request as EventConnReq and a DGRAM
+//     endpoint opened from its Info Accepts it with its QPN and Q_Key;
+//     AV.InsertCM resolves an IP address and port, and sends to the
+//     entry use the Q_Key the peer named.
 //   - EPRDM: reliable and unconnected: peers are AV entries, and the
 //     endpoint makes an RC connection to each on first use (see the
 //     comment in rdm.go for the protocol). Messages up to RDMEagerSize,
