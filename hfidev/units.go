@@ -27,6 +27,10 @@ func Units() ([]Unit, error) {
 	return listUnits(os.DirFS(DevDir), DevDir, true)
 }
 
+// UnitsIn is Units over another directory's listing (fsys, named dir in
+// the paths it returns): a test's fake /dev, or a container's.
+func UnitsIn(fsys fs.FS, dir string) ([]Unit, error) { return listUnits(fsys, dir, true) }
+
 // listUnits finds hfi1_<N> entries in fsys; with charDev, only character
 // devices count (the real driver's nodes).
 func listUnits(fsys fs.FS, dir string, charDev bool) ([]Unit, error) {

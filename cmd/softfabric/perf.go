@@ -41,6 +41,7 @@ type perfOpts struct {
 	all      bool
 	atomic   string
 	cpus     string
+	hfi      hfiModelOpts    // --hfi-model (hfimodel.go)
 	set      map[string]bool // flags given on the command line
 }
 
@@ -63,6 +64,7 @@ func perfFlagSet(o *perfOpts) *flag.FlagSet {
 	fs.BoolVar(&o.all, "all", false, "with --perftest or --perftest-server: perftest's -a, every size from 2 B to 8 MiB (write, read, send); both sides must give it")
 	fs.StringVar(&o.atomic, "atomic-type", "FETCH_AND_ADD", "with --perftest or --perftest-server, atomic: perftest's -A, FETCH_AND_ADD or CMP_AND_SWAP")
 	fs.StringVar(&o.cpus, "cpus", "", "pin the device's workers, one per queue, to these CPUs in turn (a list like 0-3,8; default: not pinned)")
+	o.hfi.register(fs)
 	return fs
 }
 
@@ -91,7 +93,7 @@ func cmdPerf(args []string, stdout, stderr io.Writer) error {
 	if !slices.Contains(perf.Ops, op) && !slices.Contains(perf.Baselines, op) {
 		return usagef("unknown operation %q: want write, read, send, atomic, udp or xdp", op)
 	}
-	if o.iface == "" {
+	if o.iface == "" && !o.hfi.on {
 		return usagef("--iface is required")
 	}
 	if o.mtu != 0 && o.mtu != 256 && o.mtu != 512 && o.mtu != 1024 && o.mtu != 2048 && o.mtu != 4096 {
@@ -99,6 +101,9 @@ func cmdPerf(args []string, stdout, stderr io.Writer) error {
 	}
 	if o.size < 0 || o.qps < 1 || o.iters < 0 || o.duration < 0 || o.port <= 0 || o.port > 65535 {
 		return usagef("--size, --qps, --iters, --duration and --port must be positive")
+	}
+	if o.hfi.on {
+		return runHFIModel(pos, o, stdout, stderr)
 	}
 	cpus, err := parseCPUList(o.cpus)
 	if err != nil {

@@ -194,11 +194,11 @@ func cmdStatus(args []string, stdout, _ io.Writer) error {
 	}
 	if len(all) == 0 {
 		fmt.Fprintln(stdout, "softfabric: no device is up in this network namespace")
-		return nil
 	}
 	for _, s := range all {
 		printStatus(stdout, s)
 	}
+	printHFIUnits(stdout)
 	return nil
 }
 

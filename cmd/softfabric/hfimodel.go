@@ -1,0 +1,133 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/softfabric/softfabric/hfidev"
+	"github.com/softfabric/softfabric/hfidev/abi"
+	"github.com/softfabric/softfabric/hfidev/hfidevice"
+	"github.com/softfabric/softfabric/hfidev/model"
+	"github.com/softfabric/softfabric/internal/perf"
+)
+
+// hfiModelOpts are perf's --hfi-model options: client and server in this
+// process, each on a modeled HFI (hfidev/model), the two units joined back
+// to back.
+type hfiModelOpts struct {
+	on   bool
+	chip string
+	loss uint64
+}
+
+func (h *hfiModelOpts) register(fs *flag.FlagSet) {
+	fs.BoolVar(&h.on, "hfi-model", false, "run client and server in this process on two modeled HFIs back to back (the software model of the hfi1 user API, hfidev/model; not hardware): the transport over HFI contexts, 9B KDETH packets by PIO and SDMA")
+	fs.StringVar(&h.chip, "hfi-chip", "wfr", "with --hfi-model: the modeled chip, wfr (Omni-Path) or jkr (CN5000)")
+	fs.Uint64Var(&h.loss, "hfi-loss", 0, "with --hfi-model: lose every Nth packet on the modeled wire (0: none)")
+}
+
+// runHFIModel is `softfabric perf OP --hfi-model`: perf's client and
+// server on two devices over modeled units, the exchange over TCP on
+// loopback between the units' GIDs (127.0.0.1 and 127.0.0.2).
+func runHFIModel(pos []string, o perfOpts, stdout, stderr io.Writer) error {
+	op := pos[0]
+	if len(pos) != 1 {
+		return usagef("--hfi-model runs both sides in this process: give no server address")
+	}
+	if !slices.Contains(perf.Ops, op) {
+		return usagef("--hfi-model runs write, read, send or atomic")
+	}
+	for _, f := range []string{"iface", "perftest", "perftest-server", "compare", "cpus", "port"} {
+		if o.set[f] {
+			return usagef("--%s is not for --hfi-model", f)
+		}
+	}
+	var chip abi.Chip
+	switch strings.ToLower(o.hfi.chip) {
+	case "wfr":
+		chip = abi.ChipWFR
+	case "jkr":
+		chip = abi.ChipJKR
+	default:
+		return usagef("--hfi-chip %q: want wfr or jkr", o.hfi.chip)
+	}
+	pair, err := hfidevice.NewModelPair(hfidevice.PairConfig{Chip: chip})
+	if err != nil {
+		return err
+	}
+	defer pair.Close()
+	if n := o.hfi.loss; n > 0 {
+		var k atomic.Uint64
+		pair.Wire.SetDrop(func(*model.Unit, []byte) bool { return k.Add(1)%n == 0 })
+	}
+	note := stdout
+	if o.json {
+		note = stderr
+	}
+	fmt.Fprintf(note, "softfabric perf: on the SOFTWARE MODEL of two %v HFIs (hfidev/model) joined back to back in this process, not on hardware: the figures measure softfabric's transport and the model, not a fabric\n", chip)
+
+	ctx, cancel := signalContext(o.timeout)
+	defer cancel()
+	ln, err := net.Listen("tcp", net.JoinHostPort(hfidevice.DefaultGIDs[1].Unmap().String(), "0"))
+	if err != nil {
+		return fmt.Errorf("the exchange between the modeled units runs on loopback: %w", err)
+	}
+	defer ln.Close()
+	served := make(chan error, 1)
+	go func() {
+		_, err := perf.Serve(ctx, perf.OnDevice(pair.Devs[1]), ln)
+		served <- err
+	}()
+	cfg := perf.Config{Op: op, Size: o.size, Iters: o.iters, Duration: o.duration, QPs: o.qps, Lat: o.lat, MTU: o.mtu}
+	if op == "atomic" && !o.set["size"] {
+		cfg.Size = 0 // 8 bytes
+	}
+	rs, err := perf.Run(ctx, perf.OnDevice(pair.Devs[0]), ln.Addr().String(), cfg)
+	// The server ends when the client hangs up (or, if the client never
+	// came, when the listener closes); its error (a peer gone mid-test)
+	// says less than the client's.
+	_ = ln.Close()
+	if serr := <-served; err == nil && serr != nil {
+		err = fmt.Errorf("server: %w", serr)
+	}
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return perf.PrintJSON(stdout, rs)
+	}
+	for _, r := range rs {
+		perf.Print(stdout, perf.Title(r.Op, o.lat), []perf.Result{r})
+	}
+	w := pair.Wire.Stats()
+	fmt.Fprintf(stdout, " model: %d packets on the wire, %d lost", w.Carried, w.Dropped)
+	for i, u := range pair.Units {
+		s := pair.LinkStats(i)
+		fmt.Fprintf(stdout, "; %s sent %d by PIO, %d by SDMA", u.Path(), s.TxPIO, s.TxSDMA)
+	}
+	fmt.Fprintln(stdout)
+	return nil
+}
+
+// hfiUnits lists the host's HFI units for status: the seam tests replace.
+var hfiUnits = hfidev.Units
+
+// printHFIUnits writes status's lines for the HFI units present
+// (/dev/hfi1_N), if any. softfabric lists them; it does not open them.
+func printHFIUnits(w io.Writer) {
+	units, err := hfiUnits()
+	if err != nil {
+		fmt.Fprintf(w, "softfabric: HFI units: %v\n", err)
+		return
+	}
+	for _, u := range units {
+		fmt.Fprintf(w, "hca_id:\thfi1_%d\n", u.N)
+		fmt.Fprintf(w, "\ttransport:\t\tOmni-Path / CN5000 HFI (hfi1 user API, %s)\n", u.Path)
+		fmt.Fprintf(w, "\tsoftfabric:\t\tpresent, not opened: the HFI backend (hfidev) is verified against its software model only\n")
+	}
+}

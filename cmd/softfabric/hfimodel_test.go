@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/softfabric/softfabric/hfidev"
+)
+
+// perf --hfi-model runs client and server on two modeled HFIs in this
+// process and says so; large writes go by SDMA, the rest by PIO.
+func TestPerfHFIModel(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"write", "--size", "65536", "--iters", "200"}, []string{"RDMA_Write BW Test", "by SDMA", "WFR"}},
+		{[]string{"read", "--lat", "--size", "64", "--iters", "50", "--hfi-chip", "jkr"}, []string{"RDMA_Read Latency Test", "t_median", "JKR"}},
+		{[]string{"send", "--size", "5000", "--iters", "100", "--hfi-loss", "40"}, []string{"Send BW Test", "lost"}},
+		{[]string{"atomic", "--iters", "100"}, []string{"Atomic FETCH_AND_ADD BW Test"}},
+	} {
+		var out, errOut bytes.Buffer
+		args := append([]string{"perf", "--hfi-model"}, tc.args...)
+		if code := run(args, &out, &errOut); code != 0 {
+			t.Fatalf("run(%q) = %d, stderr %q", args, code, errOut.String())
+		}
+		s := out.String()
+		for _, w := range append(tc.want, "SOFTWARE MODEL", "not on hardware") {
+			if !strings.Contains(s, w) {
+				t.Errorf("run(%q): no %q in\n%s", args, w, s)
+			}
+		}
+	}
+}
+
+func TestPerfHFIModelFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"write", "host"}, "no server address"},
+		{[]string{"udp"}, "runs write, read, send or atomic"},
+		{[]string{"write", "--iface", "eth0"}, "--iface is not for --hfi-model"},
+		{[]string{"write", "--compare"}, "--compare is not for --hfi-model"},
+		{[]string{"write", "--hfi-chip", "cyr"}, "want wfr or jkr"},
+		{[]string{"atomic", "--size", "16"}, "8 bytes"},
+	} {
+		var out, errOut bytes.Buffer
+		args := append([]string{"perf", "--hfi-model"}, tc.args...)
+		if code := run(args, &out, &errOut); code == 0 || !strings.Contains(errOut.String(), tc.err) {
+			t.Errorf("run(%q) = %d, stderr %q; want an error with %q", args, code, errOut.String(), tc.err)
+		}
+	}
+}
+
+// status lists the HFI units /dev holds (a fake /dev here: these machines
+// have none), after the Ethernet devices, without opening them.
+func TestStatusHFIUnits(t *testing.T) {
+	dev := fstest.MapFS{
+		"hfi1_0":       {Mode: os.ModeDevice | os.ModeCharDevice},
+		"hfi1_1":       {Mode: os.ModeDevice | os.ModeCharDevice},
+		"hfi1_diagpkt": {Mode: os.ModeDevice | os.ModeCharDevice},
+		"null":         {Mode: os.ModeDevice | os.ModeCharDevice},
+	}
+	defer func(f func() ([]hfidev.Unit, error)) { hfiUnits = f }(hfiUnits)
+	hfiUnits = func() ([]hfidev.Unit, error) { return hfidev.UnitsIn(dev, "/dev") }
+	var out, errOut bytes.Buffer
+	if code := run([]string{"status"}, &out, &errOut); code != 0 {
+		t.Fatalf("status = %d: %s", code, errOut.String())
+	}
+	s := out.String()
+	for _, w := range []string{"hca_id:\thfi1_0\n", "hca_id:\thfi1_1\n", "(hfi1 user API, /dev/hfi1_1)", "verified against its software model only"} {
+		if !strings.Contains(s, w) {
+			t.Errorf("no %q in\n%s", w, s)
+		}
+	}
+	if strings.Contains(s, "diagpkt") {
+		t.Errorf("diagpkt listed:\n%s", s)
+	}
+
+	// None present: nothing about HFIs.
+	hfiUnits = func() ([]hfidev.Unit, error) { return hfidev.UnitsIn(fstest.MapFS{}, "/dev") }
+	out.Reset()
+	if code := run([]string{"status"}, &out, &errOut); code != 0 || strings.Contains(out.String(), "hfi1") {
+		t.Fatalf("status = %d:\n%s", code, out.String())
+	}
+}
