@@ -9,6 +9,8 @@
 // hfidev/abi. So far context set-up, PIO send and receive (Receiver: the
 // RcvHdrQ polled by RcvSeq or the DMA'd tail, payloads as views into the
 // eager buffers, lazy head writes) and EAGER SDMA (SDMA: writev requests,
-// completions reaped in order) exist; TID does not yet. Hardware support is verified against the model only; see
-// docs/hfidev.md.
+// completions reaped in order) exist, and the RC/UD transport runs over
+// contexts through hfidev/hfilink (a dataplane link) and hfidev/hfidevice
+// (a device on such links); TID does not yet. Hardware support is verified
+// against the model only; see docs/hfidev.md.
 package hfidev

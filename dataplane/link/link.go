@@ -2,7 +2,8 @@
 // network: batches of whole Ethernet frames in, batches out.
 //
 // Implementations: memlink (an in-memory pair with fault injection, for tests
-// and benchmarks); AF_XDP and the HFI context come later. The engine sees
+// and benchmarks), AF_XDP (dataplane/xsk) and an HFI context
+// (hfidev/hfilink, the frames carried as OPA 9B packets). The engine sees
 // only this interface, so the same transport code runs over all of them.
 package link
 
