@@ -114,6 +114,12 @@ type Options struct {
 	// Pace is how the workers back off when idle (engine.Backoff; zero:
 	// its defaults).
 	Pace engine.Backoff
+	// QPNWorker, if set, names the worker whose link receives the frames
+	// of a queue pair number (an HFI link sends QPN q to its peer's
+	// context q % n): a new queue pair gets a random number that maps to
+	// the worker owning it, so that its frames need no hand-off. Numbers
+	// asked for (QPConfig.QPN) are taken as they are.
+	QPNWorker func(qpn uint32) int
 	// CPUs, if not empty, pins worker i of RunWorkers to CPUs[i %
 	// len(CPUs)]. By default workers are not pinned: on a host shared
 	// with other busy-polling processes (and with the kernel's own
@@ -340,9 +346,10 @@ func (d *Device) Close() error {
 
 // allocQPN picks an unused queue pair number: random, so that a restarted
 // process does not reuse its predecessor's numbers while old packets are
-// still in flight.
+// still in flight; one that Options.QPNWorker maps to worker, unless
+// worker is negative.
 // The number is taken (reserved in qps) until attach or release.
-func (d *Device) allocQPN(want uint32) (uint32, error) {
+func (d *Device) allocQPN(want uint32, worker int) (uint32, error) {
 	d.qpMu.Lock()
 	defer d.qpMu.Unlock()
 	if want != 0 {
@@ -355,8 +362,12 @@ func (d *Device) allocQPN(want uint32) (uint32, error) {
 		d.qps[want] = nil
 		return want, nil
 	}
-	for {
+	steer := worker >= 0 && worker < d.group.Len() && d.opts.QPNWorker != nil
+	for try := 0; ; try++ {
 		n := 2 + rand.Uint32N(engine.MaxQPN-2)
+		if steer && try < 1<<12 && d.opts.QPNWorker(n) != worker {
+			continue // after that many, a QPNWorker that never names worker is ignored
+		}
 		if _, used := d.qps[n]; !used {
 			d.qps[n] = nil
 			return n, nil
@@ -429,7 +440,7 @@ type QPConfig struct {
 
 // NewRC creates a reliable connected queue pair in the INIT state.
 func (d *Device) NewRC(c QPConfig, access mr.Access) (*rc.QP, error) {
-	return withQPN(d, c.QPN, func(qpn uint32) (*rc.QP, error) { return d.newRC(qpn, c, access) })
+	return withQPN(d, c.QPN, c.Worker, func(qpn uint32) (*rc.QP, error) { return d.newRC(qpn, c, access) })
 }
 
 // maxQPNTries bounds the random numbers tried for a queue pair: a
@@ -439,9 +450,9 @@ const maxQPNTries = 16
 // withQPN runs create with a number allocated for it (want, or a random
 // free one), releasing the number when create fails, and trying another
 // random one when the daemon says another application has it.
-func withQPN[Q any](d *Device, want uint32, create func(uint32) (Q, error)) (Q, error) {
+func withQPN[Q any](d *Device, want uint32, worker int, create func(uint32) (Q, error)) (Q, error) {
 	for try := 0; ; try++ {
-		qpn, err := d.allocQPN(want)
+		qpn, err := d.allocQPN(want, worker)
 		if err != nil {
 			var zero Q
 			return zero, err
@@ -474,7 +485,7 @@ func (d *Device) newRC(qpn uint32, c QPConfig, access mr.Access) (*rc.QP, error)
 
 // NewUD creates an unreliable datagram queue pair in RTS.
 func (d *Device) NewUD(c QPConfig, qkey uint32) (*ud.QP, error) {
-	return withQPN(d, c.QPN, func(qpn uint32) (*ud.QP, error) { return d.newUD(qpn, c, qkey) })
+	return withQPN(d, c.QPN, c.Worker, func(qpn uint32) (*ud.QP, error) { return d.newUD(qpn, c, qkey) })
 }
 
 func (d *Device) newUD(qpn uint32, c QPConfig, qkey uint32) (*ud.QP, error) {
@@ -604,7 +615,7 @@ func (d *Device) Links() []link.Link { return d.links }
 // to this device, without a queue pair behind it: raw-frame tools use it
 // as a sink. Release with ReleaseQPN.
 func (d *Device) ReserveQPN() (uint32, error) {
-	return withQPN(d, 0, func(n uint32) (uint32, error) {
+	return withQPN(d, 0, -1, func(n uint32) (uint32, error) {
 		if d.opts.Registrar != nil {
 			if err := d.opts.Registrar.SetQP(n, 0); err != nil {
 				return 0, err

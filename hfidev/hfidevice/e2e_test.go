@@ -23,15 +23,17 @@ type side struct {
 	cq   *fabric.CQ
 	ep   *fabric.Endpoint
 	mr   *fabric.MR
+	av   *fabric.AV // DGRAM
 	buf  []byte
 	done []fabric.Completion
 }
 
 const bufSize = 1 << 20
 
-func openSide(t *testing.T, d *device.Device, gid netip.Addr) *side {
+// openSide opens a side with an endpoint of type typ on worker w.
+func openSide(t *testing.T, d *device.Device, gid netip.Addr, typ fabric.EPType, w int) *side {
 	t.Helper()
-	hints := &fabric.Hints{Provider: fabric.ProviderSoftfabric, EPType: fabric.EPMsg, Node: gid.Unmap().String(),
+	hints := &fabric.Hints{Provider: fabric.ProviderSoftfabric, EPType: typ, Node: gid.Unmap().String(),
 		Domain: fabric.DomainAttr{Progress: fabric.ProgressManual, Threading: fabric.ThreadDomain},
 		TX:     fabric.TxAttr{Size: 64}, RX: fabric.RxAttr{Size: 64}}
 	infos, err := fabric.DeviceInfo(context.Background(), d, hints)
@@ -55,14 +57,28 @@ func openSide(t *testing.T, d *device.Device, gid netip.Addr) *side {
 	if s.ep, err = s.dom.Endpoint(&info); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.ep.SetOption(fabric.OptWorker, w); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.ep.Bind(s.cq, 0); err != nil {
 		t.Fatal(err)
+	}
+	if typ == fabric.EPDgram {
+		if s.av, err = s.dom.AV(4); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ep.Bind(s.av, 0); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := s.ep.Enable(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		_ = s.ep.Close()
+		if s.av != nil {
+			_ = s.av.Close()
+		}
 		_ = s.mr.Close()
 		_ = s.cq.Close()
 		_ = s.dom.Close()
@@ -71,11 +87,26 @@ func openSide(t *testing.T, d *device.Device, gid netip.Addr) *side {
 	return s
 }
 
-// modelPair opens a pair of modeled units and a connected endpoint on
-// each. drop, if not zero, loses every drop-th packet on the wire.
-func modelPair(t *testing.T, chip abi.Chip, drop uint64, mut func(*model.Config)) (*Pair, *side, *side) {
+// modelPair opens a pair of modeled units with contexts contexts each
+// and a connected MSG endpoint on each, a's on worker wa, b's on worker
+// wb. drop, if not zero, loses every drop-th packet on the wire.
+func modelPair(t *testing.T, chip abi.Chip, drop uint64, contexts, wa, wb int) (*Pair, *side, *side) {
 	t.Helper()
-	p, err := NewModelPair(PairConfig{Chip: chip, Model: mut})
+	p := newPair(t, chip, drop, contexts)
+	a, b := openSide(t, p.Devs[0], DefaultGIDs[0], fabric.EPMsg, wa), openSide(t, p.Devs[1], DefaultGIDs[1], fabric.EPMsg, wb)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, c := range [][2]*side{{a, b}, {b, a}} {
+		if err := c[0].ep.ConnectQP(ctx, c[1].ep.QPInfo(), fabric.QPOptions{Timeout: 8}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return p, a, b
+}
+
+func newPair(t *testing.T, chip abi.Chip, drop uint64, contexts int) *Pair {
+	t.Helper()
+	p, err := NewModelPair(PairConfig{Chip: chip, Contexts: contexts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,15 +119,7 @@ func modelPair(t *testing.T, chip abi.Chip, drop uint64, mut func(*model.Config)
 		var n atomic.Uint64
 		p.Wire.SetDrop(func(*model.Unit, []byte) bool { return n.Add(1)%drop == 0 })
 	}
-	a, b := openSide(t, p.Devs[0], DefaultGIDs[0]), openSide(t, p.Devs[1], DefaultGIDs[1])
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for _, c := range [][2]*side{{a, b}, {b, a}} {
-		if err := c[0].ep.ConnectQP(ctx, c[1].ep.QPInfo(), fabric.QPOptions{Timeout: 8}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return p, a, b
+	return p
 }
 
 // wait drives both domains until each side has had want[i] completions,
@@ -150,7 +173,87 @@ func TestFabricOverModel(t *testing.T) {
 }
 
 func fabricOps(t *testing.T, chip abi.Chip, drop uint64) {
-	p, a, b := modelPair(t, chip, drop, nil)
+	p, a, b := modelPair(t, chip, drop, 1, 0, 0)
+	rmaOps(t, a, b, sizes)
+	atomicOps(t, a, b)
+	for i := range 2 {
+		s := p.LinkStats(i)
+		if s.TxPIO == 0 || s.TxSDMA == 0 || s.TxErrors != 0 || s.TxNoRoute != 0 || s.TxMalformed != 0 || s.RxForeign != 0 || s.TxSDMAErrors != 0 {
+			t.Errorf("unit %d: %+v", i, s)
+		}
+		if e := p.Devs[i].Stats(); e.BadICRC != 0 || e.Malformed != 0 {
+			t.Errorf("unit %d engine: %+v", i, e)
+		}
+	}
+	if w := p.Wire.Stats(); (drop > 0) != (w.Dropped > 0) {
+		t.Errorf("wire: %+v", w)
+	}
+	t.Logf("wire %+v; A %+v; B %+v", p.Wire.Stats(), p.LinkStats(0), p.LinkStats(1))
+}
+
+// Two contexts a unit, a device worker on each: the endpoints on
+// different workers at the two ends, so that frames reach a context
+// whose worker may not own their queue pair (the engine group hands them
+// over).
+func TestFabricTwoContexts(t *testing.T) {
+	p, a, b := modelPair(t, abi.ChipJKR, 0, 2, 1, 0)
+	if q := a.dom.Queues(); q != 2 {
+		t.Fatalf("%d workers, want 2", q)
+	}
+	rmaOps(t, a, b, []int{1, 4096, 65536})
+	atomicOps(t, a, b)
+	// Each QPN maps to the worker owning it (Options.QPNWorker): every
+	// frame arrives at that worker's context, none is handed over.
+	for i, w := range []int{1, 0} {
+		ws := p.Devs[i].WorkerStats()
+		if ws[w].RxFrames == 0 || ws[1-w].RxFrames != 0 || ws[w].HandedIn+ws[w].HandedOff+ws[1-w].HandedOff != 0 {
+			t.Errorf("unit %d workers %+v", i, ws)
+		}
+		for c, l := range p.Links[i] {
+			if s := l.Stats(); s.TxErrors+s.RxErrors+s.RxForeign != 0 {
+				t.Errorf("unit %d context %d: %+v", i, c, s)
+			}
+		}
+	}
+	if qa, qb := a.ep.QPInfo().QPN, b.ep.QPInfo().QPN; qa%2 != 1 || qb%2 != 0 {
+		t.Errorf("QPNs %d (worker 1), %d (worker 0)", qa, qb)
+	}
+}
+
+// UD over the model: datagrams of up to the path MTU, by PIO and SDMA,
+// byte-exact.
+func TestDatagramsOverModel(t *testing.T) {
+	p := newPair(t, abi.ChipWFR, 0, 1)
+	a := openSide(t, p.Devs[0], DefaultGIDs[0], fabric.EPDgram, 0)
+	b := openSide(t, p.Devs[1], DefaultGIDs[1], fabric.EPDgram, 0)
+	to, err := a.av.Insert(b.ep.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range []int{1, 100, 2000, 4096} {
+		dst := b.buf[:n]
+		clear(dst)
+		if err := b.ep.Recv(dst, b.mr.Desc(), fabric.AddrUnspec, 1); err != nil {
+			t.Fatal(err)
+		}
+		want := fill(a.buf[:n], i)
+		if err := a.ep.Send(want, a.mr.Desc(), to, 2); err != nil {
+			t.Fatal(err)
+		}
+		wait(t, a, b, 1, 1)
+		if !bytes.Equal(dst, want) {
+			t.Fatalf("datagram of %d bytes differs", n)
+		}
+	}
+	if s := p.LinkStats(0); s.TxPIO == 0 || s.TxSDMA == 0 {
+		t.Errorf("%+v", s)
+	}
+}
+
+// rmaOps runs send/recv, RDMA write and RDMA read of each size from a to
+// b, checking the bytes.
+func rmaOps(t *testing.T, a, b *side, sizes []int) {
+	t.Helper()
 	for i, n := range sizes {
 		// Send/recv: a's bytes land in b's receive buffer.
 		want := fill(a.buf[:n], i)
@@ -191,7 +294,12 @@ func fabricOps(t *testing.T, chip abi.Chip, drop uint64) {
 		}
 	}
 
-	// Atomics on b's first word.
+}
+
+// atomicOps runs a fetch-and-add and a compare-and-swap from a on b's
+// first word.
+func atomicOps(t *testing.T, a, b *side) {
+	t.Helper()
 	le := binary.LittleEndian
 	le.PutUint64(b.buf, 41)
 	le.PutUint64(a.buf[8:], 1)
@@ -213,18 +321,4 @@ func fabricOps(t *testing.T, chip abi.Chip, drop uint64) {
 	if old, now := le.Uint64(a.buf[40:]), le.Uint64(b.buf); old != 42 || now != 7 {
 		t.Fatalf("compare-swap: old %d, now %d; want 42, 7", old, now)
 	}
-
-	for i := range 2 {
-		s := p.LinkStats(i)
-		if s.TxPIO == 0 || s.TxSDMA == 0 || s.TxErrors != 0 || s.TxNoRoute != 0 || s.TxMalformed != 0 || s.RxForeign != 0 || s.TxSDMAErrors != 0 {
-			t.Errorf("unit %d: %+v", i, s)
-		}
-		if e := p.Devs[i].Stats(); e.BadICRC != 0 || e.Malformed != 0 {
-			t.Errorf("unit %d engine: %+v", i, e)
-		}
-	}
-	if w := p.Wire.Stats(); (drop > 0) != (w.Dropped > 0) {
-		t.Errorf("wire: %+v", w)
-	}
-	t.Logf("wire %+v; A %+v; B %+v", p.Wire.Stats(), p.LinkStats(0), p.LinkStats(1))
 }

@@ -61,7 +61,10 @@ func New(links []*hfilink.Link, o Options) (*device.Device, error) {
 	}
 	d := device.NewWorkers(ls, device.Options{Name: o.Name, MAC: hfilink.MAC(o.Self.LID),
 		GIDs: []netip.Addr{netip.AddrFrom16(self.As16())}, MTU: links[0].MaxFrame() - wire.EthernetSize,
-		Resolve: resolve, Pace: o.Pace, CPUs: o.CPUs})
+		Resolve: resolve, Pace: o.Pace, CPUs: o.CPUs,
+		// The peers' links send QPN q to context q % n, which is worker
+		// q % n's here: a queue pair's frames reach the worker owning it.
+		QPNWorker: func(q uint32) int { return int(q % uint32(len(links))) }})
 	for _, l := range links {
 		d.OnClose(l.Close)
 	}
