@@ -57,7 +57,10 @@ func (l *Link) rebuild(p *hfidev.Packet, buf []byte) int {
 	bth.SetDestQP(h.SWData(1))
 	copy(frame[hl+wire.BTHSize:], p.Payload)
 	le.PutUint32(frame[n-wire.ICRCSize:], h.SWData(3))
-	from.rx.PutHeaders(frame)
+	if !from.rx.PutHeaders(frame) {
+		l.st.rxTooLarge.Add(1) // beyond an IP length
+		return 0
+	}
 	be.PutUint16(frame[hl-wire.UDPSize:], uint16(h.SWData(2)))
 	return n
 }
