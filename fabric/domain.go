@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -73,6 +74,9 @@ func (f *Fabric) Domain(info *Info) (*Domain, error) {
 	}
 	if info.Provider != f.provider {
 		return nil, fmt.Errorf("%w: info of provider %q on a %q fabric", ErrInvalid, info.Provider, f.provider)
+	}
+	if d := f.adopt(info); d != nil {
+		return d, nil
 	}
 	if err := f.refs.add(); err != nil {
 		return nil, err
@@ -254,6 +258,24 @@ func (d *Domain) Close() error {
 	}
 	d.fab.refs.done()
 	return d.closeDevice()
+}
+
+// sameDomainAttr reports whether a domain opened with attributes a serves
+// one asked for with b: progress and threading as they default, the
+// queues and CPUs where b names them.
+func sameDomainAttr(a, b DomainAttr) bool {
+	norm := func(x DomainAttr) DomainAttr {
+		if x.Progress == ProgressUnspec {
+			x.Progress = ProgressAuto
+		}
+		if x.Threading == ThreadUnspec {
+			x.Threading = ThreadSafe
+		}
+		return x
+	}
+	a, b = norm(a), norm(b)
+	return a.Progress == b.Progress && a.Threading == b.Threading &&
+		(b.Queues == 0 || b.Queues == a.Queues) && (len(b.CPUs) == 0 || slices.Equal(a.CPUs, b.CPUs))
 }
 
 // exec runs f where worker w's queue pairs may be touched: on w's

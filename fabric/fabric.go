@@ -16,6 +16,11 @@ type Fabric struct {
 	// for RDMA-CM requests through one on their device.
 	mu      sync.Mutex
 	domains []*Domain
+	// held are domains passive endpoints opened to listen through, on a
+	// device where the application had none (listenDomain), with how many
+	// listen through each; the next Domain call for that device with the
+	// same attributes takes one over (adopt).
+	held map[*Domain]int
 }
 
 func (f *Fabric) remember(d *Domain) {
@@ -28,6 +33,64 @@ func (f *Fabric) forget(d *Domain) {
 	f.mu.Lock()
 	f.domains = slices.DeleteFunc(f.domains, func(x *Domain) bool { return x == d })
 	f.mu.Unlock()
+}
+
+// listenDomain is the domain a passive endpoint listens for RDMA-CM
+// requests through: the newest open one on its device, else one opened
+// for it from its info, as libfabric's applications listen before they
+// open a domain (the kernel's CM needs none). held reports a domain
+// opened for passive endpoints, to give back with release.
+func (f *Fabric) listenDomain(p *PassiveEndpoint) (d *Domain, held bool, err error) {
+	if d := f.domainOn(p.info.Domain.Name); d != nil {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if _, held = f.held[d]; held {
+			f.held[d]++
+		}
+		return d, held, nil
+	}
+	if d, err = f.Domain(&p.info); err != nil {
+		return nil, false, err
+	}
+	f.mu.Lock()
+	if f.held == nil {
+		f.held = map[*Domain]int{}
+	}
+	f.held[d] = 1
+	f.mu.Unlock()
+	return d, true, nil
+}
+
+// adopt hands the application a domain a passive endpoint opened on the
+// device info names, if one is held with the attributes info asks for.
+func (f *Fabric) adopt(info *Info) *Domain {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for d := range f.held {
+		if d.info.Domain.Name == info.Domain.Name && sameDomainAttr(d.info.Domain, info.Domain) {
+			delete(f.held, d)
+			return d
+		}
+	}
+	return nil
+}
+
+// release gives back a domain listenDomain held: the last passive
+// endpoint to give it back closes it, unless the application took it
+// over.
+func (f *Fabric) release(d *Domain) error {
+	f.mu.Lock()
+	n, held := f.held[d]
+	if held && n > 1 {
+		f.held[d] = n - 1
+	} else {
+		delete(f.held, d)
+	}
+	f.mu.Unlock()
+	if !held || n > 1 {
+		return nil
+	}
+	return d.Close()
 }
 
 // domainOn is the newest open domain on device name, nil if none.

@@ -218,6 +218,10 @@ type PassiveEndpoint struct {
 	done    chan struct{}
 	refs    refs
 	memKey  netip.AddrPort
+	// opened is the domain held for passive endpoints that this one
+	// listens through (no domain of the application's was open on the
+	// device: Fabric.listenDomain), given back when it closes.
+	opened *Domain
 }
 
 // PassiveEndpoint opens a passive endpoint for info (a MSG offer, or a
@@ -266,18 +270,11 @@ func (p *PassiveEndpoint) Listen() error {
 		return fmt.Errorf("listening on %v: %w", at, err)
 	}
 	p.l, p.memKey = l, key
-	if d := p.f.domainOn(p.info.Domain.Name); d != nil {
-		s, err := d.cm()
-		if err == nil {
-			err = s.listen(p, mad.ServiceID(mad.PortSpaceTCP, p.info.Service))
-		}
-		if err != nil {
-			_ = l.Close()
-			cmUnlisten(key)
-			p.l = nil
-			return fmt.Errorf("listening on %v: %w", at, err)
-		}
-		p.cms, p.service = s, mad.ServiceID(mad.PortSpaceTCP, p.info.Service)
+	if err := p.listenCM(mad.ServiceID(mad.PortSpaceTCP, p.info.Service)); err != nil {
+		_ = l.Close()
+		cmUnlisten(key)
+		p.l = nil
+		return fmt.Errorf("listening on %v: %w", at, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel, p.done = cancel, make(chan struct{})
@@ -343,11 +340,41 @@ func (p *PassiveEndpoint) Close() error {
 	if p.cms != nil {
 		p.cms.unlisten(p.service)
 	}
+	if p.opened != nil {
+		if cerr := p.f.release(p.opened); err == nil {
+			err = cerr
+		}
+	}
 	if p.eq != nil {
 		p.eq.refs.done()
 	}
 	p.f.refs.done()
 	return err
+}
+
+// listenCM listens for RDMA-CM requests (or SIDR's) to service through
+// the connection manager of a domain on the device: the application's,
+// or one opened for the purpose (Fabric.listenDomain).
+func (p *PassiveEndpoint) listenCM(service uint64) error {
+	d, opened, err := p.f.listenDomain(p)
+	if err != nil {
+		return err
+	}
+	s, err := d.cm()
+	if err == nil {
+		err = s.listen(p, service)
+	}
+	if err != nil {
+		if opened {
+			_ = p.f.release(d)
+		}
+		return err
+	}
+	if opened {
+		p.opened = d
+	}
+	p.cms, p.service = s, service
+	return nil
 }
 
 // cmListen listens for connection requests to at. In-process devices

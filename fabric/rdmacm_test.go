@@ -85,3 +85,96 @@ func TestCMOption(t *testing.T) {
 	ep := newHost(t, hostOpts{typ: fabric.EPMsg, progress: fabric.ProgressAuto}).ep(nil)
 	isErr(t, "OptCM 7", ep.SetOption(fabric.OptCM, 7), fabric.ErrInvalid)
 }
+
+// TestListenBeforeDomain: fabtests' server order (fi_fabric, fi_eq_open,
+// fi_passive_ep, fi_listen, then fi_domain from the connection request's
+// info): the passive endpoint listens on RDMA-CM through a domain it
+// opens itself, and the application's Domain call takes that one over.
+// A passive endpoint closed before any Domain call gives its domain back,
+// so the fabric closes.
+func TestListenBeforeDomain(t *testing.T) {
+	for _, p := range []fabric.Progress{fabric.ProgressAuto, fabric.ProgressManual} {
+		t.Run(p.String(), func(t *testing.T) {
+			addr := memAddr()
+			infos, err := fabric.GetInfo(context.Background(), &fabric.Hints{Provider: fabric.ProviderMem, Node: addr,
+				EPType: fabric.EPMsg, Service: 7300, Domain: fabric.DomainAttr{Progress: p}})
+			must(t, err)
+			info := infos[0]
+			fab, err := fabric.OpenFabric(&info)
+			must(t, err)
+			eq, err := fab.EQ(16)
+			must(t, err)
+			pep, err := fab.PassiveEndpoint(&info)
+			must(t, err)
+			must(t, pep.Bind(eq))
+			must(t, pep.Listen())
+
+			cli := newHost(t, hostOpts{typ: fabric.EPMsg, progress: p})
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			a := cli.ep(nil) // RDMA-CM, the default
+			errc := make(chan error, 1)
+			go func() { errc <- a.Connect(ctx, pep.Addr(), []byte("hello")) }()
+			ev, err := eq.Read(ctx)
+			if err != nil || ev.Kind != fabric.EventConnReq || string(ev.Data) != "hello" {
+				t.Fatalf("request: %v %q %v", ev.Kind, ev.Data, err)
+			}
+			dom, err := fab.Domain(ev.Info)
+			must(t, err)
+			cq, err := dom.CQ(1024)
+			must(t, err)
+			b, err := dom.Endpoint(ev.Info)
+			must(t, err)
+			must(t, b.Bind(cq, 0))
+			must(t, b.Bind(eq, 0))
+			must(t, b.Enable())
+			buf := make([]byte, 64)
+			m, err := dom.RegisterMemory(buf, 0)
+			must(t, err)
+			must(t, b.Recv(buf, m.Desc(), fabric.AddrUnspec, 1))
+			must(t, b.Accept(ctx, nil))
+			must(t, <-errc)
+			if ev, err := eq.Read(ctx); err != nil || ev.Kind != fabric.EventConnected {
+				t.Fatalf("server connected: %v %v", ev.Kind, err)
+			}
+			src := cli.mr(64)
+			copy(src.Bytes(), "over rdma-cm")
+			must(t, a.Send(src.Bytes()[:12], src.Desc(), fabric.AddrUnspec, 2))
+			waitOK(t, cli.cq)
+			if c := waitOK(t, cq); string(buf[:c.Len]) != "over rdma-cm" {
+				t.Fatalf("received %q", buf[:c.Len])
+			}
+			// fabtests closes the passive endpoint once connected: the
+			// connection and the domain (now the application's) stay.
+			must(t, pep.Close())
+			must(t, a.Shutdown())
+			if ev, err := eq.Read(ctx); err != nil || ev.Kind != fabric.EventShutdown {
+				t.Fatalf("server shutdown: %v %v", ev.Kind, err)
+			}
+			for _, c := range []interface{ Close() error }{b, m, cq, dom, eq, fab} {
+				must(t, c.Close())
+			}
+
+			// Listening, then closing without a Domain call: the domain
+			// opened for it goes with it.
+			fab, err = fabric.OpenFabric(&info)
+			must(t, err)
+			eq, err = fab.EQ(16)
+			must(t, err)
+			pep, err = fab.PassiveEndpoint(&info)
+			must(t, err)
+			must(t, pep.Bind(eq))
+			must(t, pep.Listen())
+			for _, c := range []interface{ Close() error }{pep, eq, fab} {
+				must(t, c.Close())
+			}
+			// and the device is free for a domain again
+			fab, err = fabric.OpenFabric(&info)
+			must(t, err)
+			dom, err = fab.Domain(&info)
+			must(t, err)
+			must(t, dom.Close())
+			must(t, fab.Close())
+		})
+	}
+}

@@ -141,18 +141,8 @@ func (a *AV) InsertCM(ctx context.Context, addr netip.AddrPort, private []byte) 
 // listenSIDR has the domain's connection manager take SIDR requests for
 // the port (a DGRAM passive endpoint's Listen).
 func (p *PassiveEndpoint) listenSIDR(at netip.AddrPort) error {
-	d := p.f.domainOn(p.info.Domain.Name)
-	if d == nil {
-		return fmt.Errorf("listening on %v: %w: open the domain first", at, ErrInvalid)
-	}
-	s, err := d.cm()
-	service := mad.ServiceID(mad.PortSpaceUDP, p.info.Service)
-	if err == nil {
-		err = s.listen(p, service)
-	}
-	if err != nil {
+	if err := p.listenCM(mad.ServiceID(mad.PortSpaceUDP, p.info.Service)); err != nil {
 		return fmt.Errorf("listening on %v: %w", at, err)
 	}
-	p.cms, p.service = s, service
 	return nil
 }
