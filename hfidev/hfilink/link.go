@@ -48,6 +48,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync/atomic"
+	"time"
 
 	"github.com/softfabric/softfabric/dataplane/link"
 	"github.com/softfabric/softfabric/dataplane/wire"
@@ -180,6 +181,10 @@ type Link struct {
 
 	st      counters
 	lastErr atomic.Pointer[error]
+
+	// Sleep's (sleep.go).
+	timer *time.Timer
+	wake  chan struct{}
 }
 
 var (
@@ -200,7 +205,7 @@ func New(c *hfidev.Context, cfg Config) (*Link, error) {
 	}
 	l := &Link{ctx: c, pio: c.PIO(), sdma: c.SDMA(), rcv: c.Receiver(), chip: c.Chip,
 		selfLID: cfg.Self.LID, selfAddr: cfg.Self.GID.As16(), ipv4: cfg.Self.GID.Unmap().Is4(),
-		maxFrame: wire.EthernetSize + cfg.MTU, sdmaMin: cfg.SDMAMin, credits: c.Info.Credits, cur: -1}
+		maxFrame: wire.EthernetSize + cfg.MTU, sdmaMin: cfg.SDMAMin, credits: c.Info.Credits, cur: -1, wake: make(chan struct{}, 1)}
 	if l.sdma == nil || cfg.SDMAMin < 0 {
 		l.sdmaMin = -1
 	}

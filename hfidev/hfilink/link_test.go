@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/softfabric/softfabric/dataplane/link"
 	"github.com/softfabric/softfabric/dataplane/wire"
@@ -286,5 +287,33 @@ func TestConfig(t *testing.T) {
 		if _, err := hfilink.New(c, cfg); !errors.Is(err, hfilink.ErrConfig) {
 			t.Errorf("%+v: %v", cfg, err)
 		}
+	}
+}
+
+// An idle worker's Sleep returns when a packet arrives, when woken, and
+// at its timeout.
+func TestSleep(t *testing.T) {
+	m := newLinks(t, hfidevice.PairConfig{Chip: abi.ChipWFR})
+	a, b := m.Links[0][0], m.Links[1][0]
+	start := time.Now()
+	if err := b.Sleep(5 * time.Millisecond); err != nil || time.Since(start) < 5*time.Millisecond {
+		t.Fatalf("empty queue: back after %v, %v", time.Since(start), err)
+	}
+	b.Wake()
+	start = time.Now()
+	if err := b.Sleep(time.Minute); err != nil || time.Since(start) > 10*time.Second {
+		t.Fatalf("woken: back after %v, %v", time.Since(start), err)
+	}
+	f := frame(gids4[0], gids4[1], 1, 2, wire.RCSendOnly, 5, 10, 1)
+	go func() {
+		time.Sleep(2 * time.Millisecond)
+		_, _ = a.Send([][]byte{f})
+	}()
+	start = time.Now()
+	if err := b.Sleep(time.Minute); err != nil || time.Since(start) > 10*time.Second {
+		t.Fatalf("packet: back after %v, %v", time.Since(start), err)
+	}
+	if got := recvOne(t, b); !bytes.Equal(got, f) {
+		t.Fatal("the packet Sleep saw differs")
 	}
 }
