@@ -35,8 +35,9 @@
 // RNR handling ride in the carried BTH and AETH. The chip's own
 // mechanisms (OPX's reliability protocol, TID flows) are not used.
 //
-// A Link is owned by one goroutine (an engine worker): it never blocks
-// and does not allocate per packet. Transmit buffers are the link's own
+// A Link is owned by one goroutine (an engine worker): it does not
+// allocate per packet and never blocks, but in Sleep (the worker's idle
+// wait; Wake may come from any goroutine). Transmit buffers are the link's own
 // (link.TxFramer): the engine builds each frame in place, and a frame sent
 // by SDMA keeps its buffer until its completion is reaped, as the chip
 // reads the pages after writev returns on hardware.
