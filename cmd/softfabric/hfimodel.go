@@ -83,10 +83,7 @@ func runHFIModel(pos []string, o perfOpts, stdout, stderr io.Writer) error {
 		_, err := perf.Serve(ctx, perf.OnDevice(pair.Devs[1]), ln)
 		served <- err
 	}()
-	cfg := perf.Config{Op: op, Size: o.size, Iters: o.iters, Duration: o.duration, QPs: o.qps, Lat: o.lat, MTU: o.mtu}
-	if op == "atomic" && !o.set["size"] {
-		cfg.Size = 0 // 8 bytes
-	}
+	cfg := perfConfig(op, o)
 	rs, err := perf.Run(ctx, perf.OnDevice(pair.Devs[0]), ln.Addr().String(), cfg)
 	// The server ends when the client hangs up (or, if the client never
 	// came, when the listener closes); its error (a peer gone mid-test)

@@ -160,7 +160,7 @@ func cmdPerf(args []string, stdout, stderr io.Writer) error {
 	}
 	cfgs := make([]perf.Config, len(tests))
 	for i, t := range tests {
-		cfgs[i] = perf.Config{Op: t, Size: o.size, Iters: o.iters, Duration: o.duration, QPs: o.qps, Lat: o.lat, MTU: o.mtu}
+		cfgs[i] = perfConfig(t, o)
 	}
 	// A baseline that received nothing is left out of the results and the
 	// run goes on; its error (one line) ends the command after the
@@ -183,6 +183,16 @@ func cmdPerf(args []string, stdout, stderr io.Writer) error {
 		perf.PrintRatios(stdout, rs)
 	}
 	return err
+}
+
+// perfConfig is the test op of perf's own exchange: atomics are 8 bytes
+// unless --size says otherwise (and is refused then).
+func perfConfig(op string, o perfOpts) perf.Config {
+	cfg := perf.Config{Op: op, Size: o.size, Iters: o.iters, Duration: o.duration, QPs: o.qps, Lat: o.lat, MTU: o.mtu}
+	if op == "atomic" && !o.set["size"] {
+		cfg.Size = 0 // 8 bytes
+	}
+	return cfg
 }
 
 // checkPerftestFlags checks the command line of the perftest modes, and

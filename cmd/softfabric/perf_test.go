@@ -64,3 +64,19 @@ func TestPerftestConfigFromFlags(t *testing.T) {
 		t.Fatalf("write --lat --size 64: %+v", cfg)
 	}
 }
+
+// TestPerfConfigAtomicSize: perf atomic needs no --size (its messages are
+// 8 bytes); a --size other than 8 is still refused by the test's check.
+func TestPerfConfigAtomicSize(t *testing.T) {
+	o := perfOpts{size: 65536, set: map[string]bool{}}
+	if cfg := perfConfig("atomic", o); cfg.Size != 0 {
+		t.Fatalf("atomic without --size: %+v", cfg)
+	}
+	if cfg := perfConfig("write", o); cfg.Size != 65536 {
+		t.Fatalf("write: %+v", cfg)
+	}
+	o.set["size"], o.size = true, 16
+	if cfg := perfConfig("atomic", o); cfg.Size != 16 {
+		t.Fatalf("atomic --size 16: %+v", cfg)
+	}
+}
