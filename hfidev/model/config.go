@@ -26,14 +26,23 @@ type Config struct {
 	RcvHdrqEntSize uint16 // bytes per entry
 	EgrTIDs        uint16 // eager buffers
 	RcvEgrSize     uint32 // bytes per eager buffer
-	RcvTIDs        uint16 // expected-receive RcvArray entries
-	SDMARingSize   uint16 // completion ring entries (0 with SDMA off)
-	Caps           uint64 // HFI1_CAP_* reported in runtime_flags
-	JKey           uint16
-	NumaNode       uint16
+	// RcvTIDs is the context's RcvArray share as CTXT_INFO reports it:
+	// the eager entries rounded up to a group of 8, then the expected
+	// (TID) entries.
+	RcvTIDs      uint16
+	SDMARingSize uint16 // completion ring entries (0 with SDMA off)
+	Caps         uint64 // HFI1_CAP_* reported in runtime_flags
+	JKey         uint16
+	NumaNode     uint16
 	// LID is the port's LID: the model accepts a 9B packet only when its
 	// LRH.DLID equals it.
 	LID uint16
+
+	// TIDPhysRunPages is how many pages of a buffer TID_UPDATE finds
+	// physically contiguous at a time (0: the whole buffer is one run).
+	// Each run is cut into power-of-two chunks of at most 2 MiB, one
+	// RcvArray entry each.
+	TIDPhysRunPages int
 
 	// CreditThreshold is how many freed blocks make the chip write the
 	// credit-return word unasked; 0 means the driver's 33% of Credits.
@@ -99,6 +108,8 @@ func (c *Config) validate() error {
 	case int(c.RcvEgrSize) < min(int(c.Credits)*abi.PIOBlockSize, abi.PBCMaxLengthDWs*4):
 		// An eager buffer must hold the largest packet the sender can make.
 		return fmt.Errorf("model: %d-byte eager buffers are smaller than a PIO packet", c.RcvEgrSize)
+	case c.TIDPhysRunPages < 0:
+		return fmt.Errorf("model: TIDPhysRunPages %d", c.TIDPhysRunPages)
 	case c.Caps&(abi.CapNoDropRHQFull|abi.CapNoDropEgrFull) != 0:
 		return fmt.Errorf("model: NODROP_RHQ_FULL/NODROP_EGR_FULL: %w", ErrNotModeled)
 	}

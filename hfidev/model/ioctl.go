@@ -3,6 +3,7 @@ package model
 import (
 	"encoding/binary"
 	"fmt"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -46,7 +47,9 @@ func (u *Unit) Ioctl(fd int, cmd uint32, arg []byte) error {
 		return nil
 	case abi.IoctlCtxtReset:
 		return f.ctxt.send.reset()
-	case abi.IoctlTIDUpdate, abi.IoctlTIDFree, abi.IoctlTIDInvalRead, abi.IoctlRecvCtrl,
+	case abi.IoctlTIDUpdate, abi.IoctlTIDFree, abi.IoctlTIDInvalRead:
+		return tidIoctl(f.ctxt.tids, cmd, arg)
+	case abi.IoctlRecvCtrl,
 		abi.IoctlPollType, abi.IoctlAckEvent, abi.IoctlSetPKey:
 		return fmt.Errorf("%s: %w", abi.IoctlName(cmd), ErrNotModeled)
 	}
@@ -120,6 +123,7 @@ func (u *Unit) newContext(i int) *context {
 	}
 	// A freshly enabled send context has returned nothing yet.
 	storeWord(c.send.word, 0, 0)
+	c.tids = newRcvArray(cfg, (*uint64)(unsafe.Pointer(&u.events[u.eventOff(c, 0)])))
 	c.rcv = newRcvCtxt(cfg, c)
 	pioLen := abi.RegionLen(abi.MmapPIOBufs, &ci, cfg.Chip)
 	c.pio = newPIORegion(pioLen, false, c.send)

@@ -90,8 +90,8 @@ func TestIoctlBeforeAssign(t *testing.T) {
 	if err := u.Ioctl(fd, abi.IoctlCtxtInfo, make([]byte, abi.CtxtInfoSize-1)); !errors.Is(err, unix.EFAULT) {
 		t.Errorf("short buffer: %v", err)
 	}
-	if err := u.Ioctl(fd, abi.IoctlTIDUpdate, make([]byte, abi.TIDInfoSize)); !errors.Is(err, ErrNotModeled) {
-		t.Errorf("TID_UPDATE: %v, want ErrNotModeled", err)
+	if err := u.Ioctl(fd, abi.IoctlRecvCtrl, make([]byte, 4)); !errors.Is(err, ErrNotModeled) {
+		t.Errorf("RECV_CTRL: %v, want ErrNotModeled", err)
 	}
 	if err := u.Ioctl(99, abi.IoctlGetVers, v); !errors.Is(err, unix.EBADF) {
 		t.Errorf("bad fd: %v", err)

@@ -21,8 +21,12 @@ type RcvStats struct {
 	// EgrFull is headers written with TidErr and no payload because no
 	// eager buffer was free.
 	EgrFull uint64
+	// Expected is packets whose payload the chip placed through a valid
+	// RcvArray entry straight into the programmed buffer.
+	Expected uint64
 	// TIDErr is expected (TID) packets written as header-only entries with
-	// TidErr: the model has no RcvArray, so no TID is ever valid.
+	// TidErr: the entry is not programmed, was invalidated, or the payload
+	// would run past it.
 	TIDErr uint64
 	// LenErr is entries flagged LenErr: LRH.PktLen disagreed with the
 	// length received.
@@ -41,6 +45,7 @@ type rcvCtxt struct {
 	rtail []byte // nil without CapDMARtail
 	rheq  []byte // nil on WFR
 	multi bool   // CapMultiPktEgr
+	tids  *rcvArray
 
 	cnt, entBytes, entDWs int
 	egrSize, egrN         int
@@ -57,6 +62,7 @@ func newRcvCtxt(cfg *Config, c *context) *rcvCtxt {
 	return &rcvCtxt{
 		chip: cfg.Chip, hdrq: c.hdrq, egr: c.egr, uregs: c.uregs, rtail: c.rtail, rheq: c.rheq,
 		multi:    cfg.Caps&abi.CapMultiPktEgr != 0,
+		tids:     c.tids,
 		cnt:      int(cfg.RcvHdrqCnt),
 		entBytes: int(cfg.RcvHdrqEntSize),
 		entDWs:   int(cfg.RcvHdrqEntSize) / 4,
@@ -98,11 +104,18 @@ func (r *rcvCtxt) deliver(pkt []byte) {
 	f := abi.RHFFields{PktLen: uint16(dws), HdrqOffset: abi.HdrqOffset9B, RcvSeq: r.seq, L2Type: abi.L2Type9B}
 	switch {
 	case h.TIDCtrl() != 0:
-		// Expected receive: no RcvArray entry is ever programmed (TID_UPDATE
-		// is not modeled), so every TID is invalid and the header arrives
-		// alone with TidErr ([K] exp_rcv; hfi1-abi.md §5).
-		f.RcvType, f.Errors = abi.RcvTypeExpected, abi.RHFTIDErr
-		r.stats.TIDErr++
+		// Expected receive: the payload goes straight to the buffer the
+		// RcvArray entry (KDETH TID pair and TIDCtrl) maps, at KDETH.Offset
+		// in the OM unit; no eager buffer, no ICRC written. An invalid
+		// entry or an offset past its end leaves the header alone with
+		// TidErr (hfi1-abi.md §5).
+		f.RcvType = abi.RcvTypeExpected
+		if r.tids.place(h.TID(), h.TIDCtrl(), h.TIDOffset(), payload) {
+			r.stats.Expected++
+		} else {
+			f.Errors = abi.RHFTIDErr
+			r.stats.TIDErr++
+		}
 	case len(payload) == 0:
 		f.RcvType = abi.RcvTypeEager
 	default:

@@ -1,7 +1,6 @@
 package model
 
 import (
-	"fmt"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -166,19 +165,24 @@ func (u *Unit) send(c *context, q *sdmaQueue, info *abi.SDMAReqInfo, iov [][]byt
 	for _, d := range data {
 		dataLen += len(d)
 	}
+	var tids abi.TIDList
 	if expected {
-		if n := len(iov[len(iov)-1]) / 4; n == 0 || n > abi.SDMAMaxTIDEntries {
+		if tids = abi.TIDList(iov[len(iov)-1]); tids.Len() == 0 || tids.Len() > abi.SDMAMaxTIDEntries {
 			return unix.EINVAL
 		}
-		return fmt.Errorf("SDMA EXPECTED (TID) request: %w", ErrNotModeled)
 	}
 	if !u.sdmaRunning() {
 		return unix.ECOMM
 	}
 	q.writeComp(info.CompIdx, abi.SDMAQueued, 0)
 
-	if err := checkLengths(info, h, dataLen); err != nil {
-		return err
+	// The model walks the whole request before sending any of it; see
+	// checkLengths's note in sdma_walk.go.
+	check := newSDMAWalk(info, h, dataLen, tids)
+	for range int(info.NPkts) {
+		if _, err := check.next(); err != nil {
+			return err
+		}
 	}
 	psnMask := uint32(0xffffff)
 	if u.cfg.Caps&abi.CapExtendedPSN != 0 {
@@ -186,9 +190,10 @@ func (u *Unit) send(c *context, q *sdmaQueue, info *abi.SDMAReqInfo, iov [][]byt
 	}
 	psn0, koff := h.PSN(), h.SWData(6)
 	src := dataCursor{iov: data}
+	w := newSDMAWalk(info, h, dataLen, tids)
 	for seq := range int(info.NPkts) {
-		n := pktData(info, h, dataLen, seq, src.sent)
-		lrhLen := lrhBytes(n)
+		p, _ := w.next()
+		lrhLen := lrhBytes(p.n)
 		pkt := q.pkt[:lrhLen+abi.PBCSize-abi.ICRCSize]
 		copy(pkt, tmpl)
 		ph := abi.PktHeader(pkt)
@@ -196,13 +201,16 @@ func (u *Unit) send(c *context, q *sdmaQueue, info *abi.SDMAReqInfo, iov [][]byt
 		hh := ph.Header()
 		hh.SetPktLen(uint16(lrhLen / 4))
 		if seq > 0 {
-			hh.SetPSN((psn0+uint32(seq))&psnMask, seq == int(info.NPkts)-1)
+			hh.SetPSN(pktPSN(psn0, seq, expected)&psnMask, seq == int(info.NPkts)-1)
 			hh.SetSWData(6, koff)
+			if expected {
+				hh.SetKDETHTID(p.tid, p.tidOff)
+			}
 		}
 		body := pkt[abi.PktHeaderSize:]
-		src.read(body[:n])
-		clear(body[n:])
-		koff += uint32(n)
+		src.read(body[:p.n])
+		clear(body[p.n:])
+		koff += uint32(p.n)
 		if e := u.egress.Load(); e != nil {
 			(*e)(c.sendCtxt, pkt)
 		}
@@ -210,53 +218,17 @@ func (u *Unit) send(c *context, q *sdmaQueue, info *abi.SDMAReqInfo, iov [][]byt
 	return nil
 }
 
-// pktData is packet seq's payload length (compute_data_length): the
-// template's LRH length less header and ICRC for the first packet (the
-// data itself if under a dword), then fragsize or what remains.
-func pktData(info *abi.SDMAReqInfo, h abi.Header9B, dataLen, seq, sent int) int {
-	switch {
-	case seq == 0 && dataLen < 4:
-		return dataLen
-	case seq == 0:
-		return int(h.PktLen())*4 - (abi.PktHeaderSize - abi.PBCSize) - abi.ICRCSize
+// pktPSN is set_pkt_bth_psn: the template's PSN plus seq, of which an
+// EXPECTED request advances only the low 11 bits (the KDETH sequence;
+// HFI1_KDETH_BTH_SEQ_MASK), leaving the generation above them.
+func pktPSN(psn0 uint32, seq int, expected bool) uint32 {
+	if expected {
+		return psn0&^kdethSeqMask | (psn0+uint32(seq))&kdethSeqMask
 	}
-	return min(dataLen-sent, int(info.FragSize))
+	return psn0 + uint32(seq)
 }
 
-// lrhBytes is get_lrh_len: header without the PBC, the ICRC, and the
-// payload padded to a dword.
-func lrhBytes(n int) int { return abi.PktHeaderSize - abi.PBCSize + abi.ICRCSize + (n+3)&^3 }
-
-// checkLengths walks the request's packets before any is sent. The driver
-// builds and submits them in batches of eight (initial_pkt_count), so
-// there a request failing late may already have sent its first batches;
-// the model sends nothing of a failing request.
-func checkLengths(info *abi.SDMAReqInfo, h abi.Header9B, dataLen int) error {
-	sent := 0
-	for seq := range int(info.NPkts) {
-		n := pktData(info, h, dataLen, seq, sent)
-		if n < 0 {
-			// A template shorter than its header: the driver's u32 wraps
-			// and check_header_template refuses it.
-			return unix.EINVAL
-		}
-		if (dataLen > 0 && n == 0) || n > dataLen-sent {
-			// "Request has data but pkt len is 0"; or a template longer
-			// than the data, which the model refuses (the engine could
-			// not read it).
-			return unix.EFAULT
-		}
-		lrh := lrhBytes(n)
-		if seq == 0 && (info.FragSize%abi.PIOBlockSize != 0 || lrh > lrhBytes(int(info.FragSize))) {
-			return unix.EINVAL // check_header_template
-		}
-		if lrh/4+1 > abi.PBCMaxLengthDWs {
-			return unix.EINVAL // beyond PBC.LengthDWs: the model's own check
-		}
-		sent += n
-	}
-	return nil
-}
+const kdethSeqMask = 0x7ff
 
 // numDataVLs is the model port's operational data VLs.
 const numDataVLs = 8

@@ -115,11 +115,11 @@ func TestSDMAErrno(t *testing.T) {
 			info(iov, func(r *abi.SDMAReqInfo) { r.Ctrl = abi.MakeSDMACtrl(1, abi.SDMAOpExpected, 4) })
 			return iov
 		}, unix.EINVAL, true},
-		{"EXPECTED, a valid tidlist", func(iov [][]byte) [][]byte {
+		{"EXPECTED, a zero tidlist entry (0 bytes) for the first packet", func(iov [][]byte) [][]byte {
 			iov = append(iov, make([]byte, 8))
 			info(iov, func(r *abi.SDMAReqInfo) { r.Ctrl = abi.MakeSDMACtrl(1, abi.SDMAOpExpected, 4) })
 			return iov
-		}, ErrNotModeled, false},
+		}, unix.EINVAL, true},
 	} {
 		slot := uint16(i)
 		iov := tc.mut(sdmaReq(&cfg, c.num, slot, 4096, 3000, 5000))

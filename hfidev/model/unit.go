@@ -74,6 +74,7 @@ type context struct {
 	send  *sendCtxt
 	rcv   *rcvCtxt
 	sdma  *sdmaQueue // nil without CapSDMA
+	tids  *rcvArray
 }
 
 // NewUnit builds a modeled unit.
