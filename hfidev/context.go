@@ -57,6 +57,7 @@ type Context struct {
 	pio  *PIO
 	rcv  *Receiver
 	sdma *SDMA
+	tids []abi.TIDEntry // the TID ioctls' tidlist; see tidScratch
 }
 
 // OpenContext opens the device at path through s and sets up a context as

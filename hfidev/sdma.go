@@ -40,8 +40,9 @@ type SDMA struct {
 	done     int // oldest slot not yet reaped
 	inFlight int
 
-	req [abi.SDMAReqInfoSize + abi.PktHeaderSize]byte
-	iov [1 + abi.SDMAMaxDataIovs][]byte
+	req    [abi.SDMAReqInfoSize + abi.PktHeaderSize]byte
+	iov    [1 + abi.SDMAMaxDataIovs + 1][]byte
+	tidBuf [4 * abi.SDMAMaxTIDEntries]byte
 }
 
 func newSDMA(c *Context) *SDMA {
@@ -64,38 +65,125 @@ func (s *SDMA) InFlight() int { return s.inFlight }
 // call; on the model it is copied, on hardware it must stay untouched
 // until the slot completes.
 func (s *SDMA) Submit(pbc abi.PBC, hdr abi.Header9B, fragSize int, data [][]byte) (uint16, error) {
-	total := 0
-	for _, d := range data {
-		total += len(d)
-	}
+	total := iovLen(data)
 	npkts := 1
 	if total > 0 && fragSize > 0 {
 		npkts = (total + fragSize - 1) / fragSize
 	}
+	if err := checkRequest(hdr, fragSize, data, total, npkts); err != nil {
+		return 0, err
+	}
+	copy(s.tmpl().Header(), hdr[:abi.Header9BSize])
+	return s.submit(abi.SDMAOpEager, pbc, fragSize, npkts, min(total, fragSize), data, nil)
+}
+
+// SubmitExpected sends data as one EXPECTED request: straight into the
+// peer's buffer that tids (a TIDMap's Entries, or a run of them) map,
+// starting at byte off of tids[0]. Packets never straddle two entries:
+// each carries at most fragSize bytes and no more than is left of its
+// entry; the driver rewrites KDETH TID, TIDCtrl, Offset and OM per packet
+// (OM and 64-byte offsets for entries of 128 KiB and more), the PSN's low
+// 11 bits, BTH.A and SWData[6]. off must be a multiple of tids[0]'s offset
+// unit (abi.TIDEntry.OMUnit) and the data must fit in the entries from
+// off; fragSize a multiple of 64. Otherwise as Submit; it does not
+// allocate.
+func (s *SDMA) SubmitExpected(pbc abi.PBC, hdr abi.Header9B, fragSize int, data [][]byte,
+	tids []abi.TIDEntry, off int) (uint16, error) {
+	total := iovLen(data)
+	npkts, used, first, ok := expectedPackets(tids, off, fragSize, total)
+	if err := checkRequest(hdr, fragSize, data, total, npkts); err != nil {
+		return 0, err
+	}
+	if !ok {
+		return 0, fmt.Errorf("%w: %d bytes at offset %d of %d TIDs, fragment %d", ErrSDMARequest, total, off, len(tids), fragSize)
+	}
+	list := abi.TIDList(s.tidBuf[:4*used])
+	for i := range used {
+		list.Set(i, tids[i])
+	}
+	h := s.tmpl().Header()
+	copy(h, hdr[:abi.Header9BSize])
+	h.SetKDETHTID(tids[0], off)
+	return s.submit(abi.SDMAOpExpected, pbc, fragSize, npkts, first, data, list)
+}
+
+// expectedPackets walks an EXPECTED request as the driver will cut it
+// (user_sdma.c compute_data_length): it returns the packet count, how many
+// entries the data reaches, the first packet's length, and false if the
+// request cannot be expressed (an offset off the unit or past the entry,
+// data beyond the entries, a zero entry on the way).
+func expectedPackets(tids []abi.TIDEntry, off, fragSize, total int) (npkts, used, first int, ok bool) {
+	if len(tids) == 0 || fragSize <= 0 || fragSize%abi.PIOBlockSize != 0 || off < 0 ||
+		off >= tids[0].Bytes() || off%tids[0].OMUnit() != 0 || off/tids[0].OMUnit() > 0x7fff {
+		return 0, 0, 0, false
+	}
+	idx, toff, sent := 0, off, 0
+	for {
+		room := tids[idx].Bytes() - toff
+		if room == 0 {
+			if idx++; idx == len(tids) || idx == abi.SDMAMaxTIDEntries || tids[idx] == 0 {
+				return 0, 0, 0, false
+			}
+			toff = 0
+			continue
+		}
+		n := min(fragSize, room, total-sent)
+		if npkts == 0 {
+			first = n
+		}
+		npkts++
+		sent += n
+		toff += n
+		if sent >= total {
+			return npkts, idx + 1, first, true
+		}
+	}
+}
+
+func iovLen(data [][]byte) int {
+	total := 0
+	for _, d := range data {
+		total += len(d)
+	}
+	return total
+}
+
+func checkRequest(hdr abi.Header9B, fragSize int, data [][]byte, total, npkts int) error {
 	if len(data) > abi.SDMAMaxDataIovs || fragSize <= 0 || fragSize > 0xffff ||
 		npkts > 0xffff || hdr.Check() != nil {
-		return 0, fmt.Errorf("%w: %d bytes in %d iovecs, fragment %d", ErrSDMARequest, total, len(data), fragSize)
+		return fmt.Errorf("%w: %d bytes in %d iovecs, fragment %d", ErrSDMARequest, total, len(data), fragSize)
 	}
+	return nil
+}
+
+func (s *SDMA) tmpl() abi.PktHeader { return abi.PktHeader(s.req[abi.SDMAReqInfoSize:]) }
+
+// submit writes the request whose header the template already holds: its
+// first packet of first bytes gets its lengths, then one writev of info,
+// template, data and, for EXPECTED, the tidlist.
+func (s *SDMA) submit(op uint8, pbc abi.PBC, fragSize, npkts, first int, data [][]byte, tids abi.TIDList) (uint16, error) {
 	if s.inFlight >= s.ring-1 {
 		return 0, ErrSDMARingFull
 	}
 	slot := uint16(s.fill)
+	n := 1 + copy(s.iov[1:], data)
+	if tids != nil {
+		s.iov[n] = tids
+		n++
+	}
 	info := abi.SDMAReqInfo{
-		Ctrl:     abi.MakeSDMACtrl(abi.SDMAReqVersion, abi.SDMAOpEager, uint8(1+len(data))),
+		Ctrl:     abi.MakeSDMACtrl(abi.SDMAReqVersion, op, uint8(n)),
 		NPkts:    uint16(npkts),
 		FragSize: uint16(fragSize),
 		CompIdx:  slot,
 	}
 	info.Marshal(s.req[:])
-	tmpl := abi.PktHeader(s.req[abi.SDMAReqInfoSize:])
-	copy(tmpl.Header(), hdr[:abi.Header9BSize])
-	first := min(total, fragSize)
+	tmpl := s.tmpl()
 	lrhDWs := (abi.Header9BSize + abi.ICRCSize + (first+3)&^3) / 4
 	tmpl.Header().SetPktLen(uint16(lrhDWs))
 	tmpl.SetPBC(pbc&^abi.PBCMaxLengthDWs | abi.PBC(lrhDWs+1))
 
 	s.iov[0] = s.req[:]
-	n := 1 + copy(s.iov[1:], data)
 	_, err := s.sys.Writev(s.fd, s.iov[:n])
 	clear(s.iov[:n])
 	if err != nil {
