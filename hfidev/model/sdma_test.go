@@ -41,17 +41,23 @@ func compSlot(c *context, slot uint16) (abi.SDMACompState, uint32) {
 	return abi.SDMACompState(uint32(w)), uint32(w >> 32)
 }
 
+// countingUnit is a unit with one context assigned on fd, whose sent
+// packets are counted in *sent.
+func countingUnit(t *testing.T, cfg Config) (*Unit, int, *context, *int) {
+	u := newUnit(t, cfg)
+	sent := new(int)
+	u.SetEgress(func(uint16, []byte) { *sent++ })
+	fd := open(t, u)
+	assign(t, u, fd)
+	return u, fd, u.files[fd].ctxt, sent
+}
+
 // hfi1-abi.md §4 and [K] hfi1_write_iter / hfi1_user_sdma_process_request:
 // the errno of every check, and whether the slot was claimed (ERROR with
 // the errno written to it) or not (left alone).
 func TestSDMAErrno(t *testing.T) {
 	cfg := DefaultConfig(abi.ChipWFR)
-	u := newUnit(t, cfg)
-	var sent int
-	u.SetEgress(func(uint16, []byte) { sent++ })
-	fd := open(t, u)
-	assign(t, u, fd)
-	c := u.files[fd].ctxt
+	u, fd, c, sent := countingUnit(t, cfg)
 	hdr := func(iov [][]byte) abi.Header9B { return abi.PktHeader(iov[0][abi.SDMAReqInfoSize:]).Header() }
 	info := func(iov [][]byte, f func(*abi.SDMAReqInfo)) {
 		var i abi.SDMAReqInfo
@@ -123,7 +129,7 @@ func TestSDMAErrno(t *testing.T) {
 	} {
 		slot := uint16(i)
 		iov := tc.mut(sdmaReq(&cfg, c.num, slot, 4096, 3000, 5000))
-		before := sent
+		before := *sent
 		n, err := u.Writev(fd, iov)
 		if !errors.Is(err, tc.want) || n != -1 {
 			t.Errorf("%s: %d, %v; want %v", tc.name, n, err, tc.want)
@@ -135,8 +141,8 @@ func TestSDMAErrno(t *testing.T) {
 		if !tc.claimed && st != abi.SDMAFree {
 			t.Errorf("%s: slot %d touched: %d", tc.name, slot, st)
 		}
-		if sent != before || c.sdma.nReqs != 0 || c.sdma.inUse[slot] {
-			t.Errorf("%s: %d packets sent, %d requests in flight", tc.name, sent-before, c.sdma.nReqs)
+		if *sent != before || c.sdma.nReqs != 0 || c.sdma.inUse[slot] {
+			t.Errorf("%s: %d packets sent, %d requests in flight", tc.name, *sent-before, c.sdma.nReqs)
 		}
 	}
 
