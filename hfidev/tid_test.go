@@ -227,6 +227,9 @@ func TestTIDFailures(t *testing.T) {
 		if st := rcvStats(t, l.ub, b); st.TIDErr != 4 || st.Expected != 0 || st.Eager != 0 {
 			t.Errorf("stats %+v", st)
 		}
+		if ts, ok := l.ub.TIDStats(b.Info.Ctxt); !ok || ts.Programmed != 32 || ts.Freed != 2 || ts.Invalidated != 1 {
+			t.Errorf("TID stats %+v", ts)
+		}
 
 		// Requests the driver could not express.
 		for _, tc := range []struct {

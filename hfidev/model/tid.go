@@ -396,15 +396,17 @@ func (u *Unit) InvalidateRange(vaddr uint64, n int) int {
 	return hit
 }
 
-// TIDStats returns the TID counters of user context ctxt (by index).
-func (u *Unit) TIDStats(ctxt int) TIDStats {
+// TIDStats returns the TID counters of hardware context ctxt; false if no
+// context with that number is in use.
+func (u *Unit) TIDStats(ctxt uint16) (TIDStats, bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if ctxt < 0 || ctxt >= len(u.ctxts) || u.ctxts[ctxt] == nil {
-		return TIDStats{}
+	idx := int(ctxt) - u.cfg.FirstUserCtxt
+	if idx < 0 || idx >= len(u.ctxts) || u.ctxts[idx] == nil {
+		return TIDStats{}, false
 	}
-	a := u.ctxts[ctxt].tids
+	a := u.ctxts[idx].tids
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.stats
+	return a.stats, true
 }

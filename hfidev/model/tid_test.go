@@ -177,7 +177,7 @@ func TestTIDErrors(t *testing.T) {
 	if _, err := x.free(all[1], all[0], all[2]); !errors.Is(err, unix.EBADF) || x.c.tids.used != 14 {
 		t.Errorf("partial free: %v, tid_used %d", err, x.c.tids.used)
 	}
-	if got := x.u.TIDStats(x.c.idx); got.Programmed != 16 || got.Freed != 2 {
+	if got, ok := x.u.TIDStats(x.c.num); !ok || got.Programmed != 16 || got.Freed != 2 {
 		t.Errorf("stats %+v", got)
 	}
 }
