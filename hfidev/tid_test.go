@@ -3,6 +3,7 @@ package hfidev
 import (
 	"bytes"
 	"errors"
+	"runtime"
 	"testing"
 	"unsafe"
 
@@ -339,4 +340,80 @@ func FuzzExpectedPackets(f *testing.F) {
 			t.Fatalf("%d bytes in %d packets over %d bytes of entries", total, npkts, covered)
 		}
 	})
+}
+
+// The sender's SDMA, the receiver's poller and the receiver's TID calls on
+// three goroutines, with the buffer's second half invalidated half-way
+// (run it under -race): every packet is placed, refused with TidErr, or
+// dropped on a full RcvHdrQ, once.
+func TestTIDConcurrent(t *testing.T) {
+	l := newLink(t, abi.ChipWFR, func(c *model.Config) { c.RcvHdrqCnt, c.TIDPhysRunPages = 64, 4 })
+	const size, frag, rounds = 64 << 10, 4096, 200
+	m, err := l.b.TIDUpdate(tidBuf(t, size))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var polled, placed, refused int
+	sent, done := make(chan struct{}), make(chan struct{})
+	go func() { // B's poller, until the sender is done and the queue empty
+		defer close(done)
+		r := l.b.Receiver()
+		for {
+			p, ok := r.Poll()
+			if !ok {
+				select {
+				case <-sent:
+					if _, ok := r.Poll(); !ok {
+						return
+					}
+				default:
+					runtime.Gosched()
+				}
+				continue
+			}
+			polled++
+			switch {
+			case p.Err == nil && p.Fields.RcvType == abi.RcvTypeExpected:
+				placed++
+			case errors.Is(p.Err, ErrTID):
+				refused++
+			default:
+				t.Errorf("packet %+v", p)
+			}
+			r.Release()
+		}
+	}()
+	go func() { // A's sender
+		defer close(sent)
+		s := l.a.SDMA()
+		hdr := expectedHeader(l.a, l.b, 1, 0)
+		data := [][]byte{pattern(size, 3)}
+		for range rounds {
+			if _, err := s.SubmitExpected(0, hdr, frag, data, m.Entries, 0); err != nil {
+				t.Error(err)
+				return
+			}
+			if _, ok := s.Reap(); !ok {
+				t.Error("no completion")
+			}
+		}
+	}()
+	for len(m.Entries) > 0 { // B's TID calls, meanwhile
+		if l.ub.InvalidateRange(addrOf(m.Buf[size/2:]), size/2) > 0 {
+			break
+		}
+	}
+	<-done
+	got, err := l.b.TIDInvalidated(nil)
+	if err != nil || len(got) != len(m.Entries)/2 {
+		t.Errorf("invalidated %d of %d entries: %v", len(got), len(m.Entries), err)
+	}
+	if err := l.b.TIDFree(m.Entries); err != nil {
+		t.Error(err)
+	}
+	st := rcvStats(t, l.ub, l.b)
+	if uint64(placed) != st.Expected || uint64(refused) != st.TIDErr || uint64(polled) != st.Packets ||
+		st.Packets+st.HdrqFull != rounds*size/frag || st.Eager != 0 {
+		t.Errorf("polled %d (%d placed, %d refused); stats %+v", polled, placed, refused, st)
+	}
 }

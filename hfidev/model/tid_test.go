@@ -218,3 +218,87 @@ func TestTIDInvalidate(t *testing.T) {
 		t.Errorf("free after invalidation: %v, %d", err, x.c.tids.used)
 	}
 }
+
+// check verifies the RcvArray bookkeeping: tid_used is the entries owned,
+// every group is on exactly the list its use says, and its bitmap matches
+// its entries.
+func (a *rcvArray) check(t *testing.T) {
+	t.Helper()
+	owned := 0
+	on := make(map[int]int)
+	for li, l := range [][]int{a.free, a.partial, a.full} {
+		for _, g := range l {
+			if _, dup := on[g]; dup {
+				t.Fatalf("group %d on two lists", g)
+			}
+			on[g] = li
+		}
+	}
+	for g, grp := range a.groups {
+		used := 0
+		for i := range abi.TIDGroupSize {
+			s := a.slots[grp.base+i]
+			if s.owned != (grp.bits&(1<<i) != 0) {
+				t.Fatalf("group %d entry %d: owned %v, bit %v", g, i, s.owned, grp.bits&(1<<i) != 0)
+			}
+			if s.owned {
+				used++
+			}
+		}
+		owned += used
+		want := 1
+		switch used {
+		case 0:
+			want = 0
+		case abi.TIDGroupSize:
+			want = 2
+		}
+		if used != grp.used || on[g] != want {
+			t.Fatalf("group %d: %d used (says %d), on list %d", g, used, grp.used, on[g])
+		}
+	}
+	if owned != a.used {
+		t.Fatalf("tid_used %d, %d entries owned", a.used, owned)
+	}
+}
+
+// FuzzTIDFree: any sequence of updates (any length and run size) and of
+// frees of any tidlist entries keeps the RcvArray's bookkeeping exact.
+func FuzzTIDFree(f *testing.F) {
+	cfg := DefaultConfig(abi.ChipWFR)
+	cfg.EgrTIDs, cfg.RcvTIDs, cfg.UserContexts = 8, 8+64, 1
+	f.Add([]byte{3, 20, 1, 0, 0, 0, 1, 0, 0, 0})
+	f.Add([]byte{1, 64, 0, 0x40, 0x10, 0, 0, 2, 9})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		cfg.TIDPhysRunPages = 0
+		if len(ops) > 0 {
+			cfg.TIDPhysRunPages = int(ops[0] % 8)
+		}
+		x := newTIDCtx(t, cfg)
+		buf := pages(t, 64*abi.PageSize)
+		var live []uint32
+		for len(ops) >= 5 {
+			op := ops[:5]
+			ops = ops[5:]
+			if op[0]%2 == 0 {
+				n := int(op[1]) % 65
+				if ti, err := x.update(addr(buf[int(op[2]%64)*abi.PageSize:]), n*abi.PageSize-int(op[3])%4); err == nil {
+					live = append(live, x.entries(ti)...)
+				} else if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSPC) {
+					t.Fatalf("update: %v", err)
+				}
+			} else {
+				e := uint32(op[1]) | uint32(op[2])<<8 | uint32(op[3])<<16 | uint32(op[4])<<24
+				if len(live) > 0 && op[4]%2 == 0 {
+					e = live[int(op[1])%len(live)]
+				}
+				_, err := x.free(e)
+				var errno unix.Errno
+				if err != nil && !errors.As(err, &errno) {
+					t.Fatalf("free: %v", err)
+				}
+			}
+			x.c.tids.check(t)
+		}
+	})
+}
