@@ -39,6 +39,12 @@ func expectedHeader(from, to *Context, psn uint32, koff uint32) []byte {
 	return hdr
 }
 
+// pbc9B is a PBC for a 9B packet to context to: on JKR L2Type 9B and the
+// DLID, as the chip wants them.
+func pbc9B(chip abi.Chip, to *Context) abi.PBC {
+	return (&abi.PBCFields{L2Type: abi.L2Type9B, DLID: uint32(lid(to))}).Encode(chip)
+}
+
 // tidStart is where entry e begins in m.Buf.
 func tidStart(t *testing.T, m *TIDMap, pair uint16, ctrl uint8) int {
 	at := 0
@@ -83,7 +89,7 @@ func TestTIDTransfer(t *testing.T) {
 			msg := pattern(tc.size, byte(tc.run))
 			const psn0 = 0x1237f0
 			hdr := expectedHeader(l.a, l.b, psn0, 0x40)
-			slot, err := l.a.SDMA().SubmitExpected(0, hdr, tc.frag, split(msg, 3), tids, toff)
+			slot, err := l.a.SDMA().SubmitExpected(pbc9B(chip, l.b), hdr, tc.frag, split(msg, 3), tids, toff)
 			if err != nil {
 				t.Fatalf("%+v: %v", tc, err)
 			}
@@ -168,6 +174,7 @@ func TestTIDFailures(t *testing.T) {
 			c.EgrTIDs, c.RcvTIDs, c.TIDPhysRunPages = 16, 16+32, 1 // 32 entries of a page
 		})
 		b, s, r := l.b, l.a.SDMA(), l.b.Receiver()
+		pbc := pbc9B(chip, b)
 		if _, err := b.TIDUpdate(tidBuf(t, 2*abi.PageSize)[64:]); !errors.Is(err, ErrTIDBuffer) {
 			t.Errorf("unaligned buffer: %v", err)
 		}
@@ -196,7 +203,7 @@ func TestTIDFailures(t *testing.T) {
 		// Stale: m2's entries were freed; a packet naming them gets TidErr.
 		msg := pattern(2*4096, 7)
 		hdr := expectedHeader(l.a, b, 1, 0)
-		if _, err := s.SubmitExpected(0, hdr, 4096, [][]byte{msg}, m2.Entries, 0); err != nil {
+		if _, err := s.SubmitExpected(pbc, hdr, 4096, [][]byte{msg}, m2.Entries, 0); err != nil {
 			t.Fatal(err)
 		}
 		recvTIDErrs(t, r, 2)
@@ -207,7 +214,7 @@ func TestTIDFailures(t *testing.T) {
 			t.Fatalf("invalidated %d, events %#x", inval, b.Events())
 		}
 		tids, off, _ := m.From(8 * abi.PageSize)
-		if _, err := s.SubmitExpected(0, hdr, 4096, [][]byte{msg[:4096]}, tids, off); err != nil {
+		if _, err := s.SubmitExpected(pbc, hdr, 4096, [][]byte{msg[:4096]}, tids, off); err != nil {
 			t.Fatal(err)
 		}
 		recvTIDErrs(t, r, 1)
@@ -218,7 +225,7 @@ func TestTIDFailures(t *testing.T) {
 
 		// Past the end: the sender claims 2 pages for a 1-page entry.
 		liar := []abi.TIDEntry{abi.MakeTIDEntry(2, m.Entries[0].Ctrl(), m.Entries[0].Pair())}
-		if _, err := s.SubmitExpected(0, hdr, 4096, [][]byte{msg[:4096]}, liar, abi.PageSize); err != nil {
+		if _, err := s.SubmitExpected(pbc, hdr, 4096, [][]byte{msg[:4096]}, liar, abi.PageSize); err != nil {
 			t.Fatal(err)
 		}
 		recvTIDErrs(t, r, 1)
@@ -246,7 +253,7 @@ func TestTIDFailures(t *testing.T) {
 			{"no entries", 8, nil, 0, 4096},
 			{"fragment not a multiple of 64", 8, m.Entries, 0, 1000},
 		} {
-			if _, err := s.SubmitExpected(0, hdr, tc.frag, [][]byte{make([]byte, tc.n)}, tc.tids, tc.off); !errors.Is(err, ErrSDMARequest) {
+			if _, err := s.SubmitExpected(pbc, hdr, tc.frag, [][]byte{make([]byte, tc.n)}, tc.tids, tc.off); !errors.Is(err, ErrSDMARequest) {
 				t.Errorf("%s: %v", tc.name, err)
 			}
 		}
