@@ -21,6 +21,7 @@ const (
 	CapMultiPktEgr   uint64 = 1 << 7 // several packets per eager buffer
 	CapNoDropRHQFull uint64 = 1 << 8 // stall instead of drop on RcvHdrQ full
 	CapNoDropEgrFull uint64 = 1 << 9 // stall instead of drop on eager full
+	CapTIDUnmap      uint64 = 1 << 10 // no TID caching: no MMU notifier, TID_INVAL_READ refused
 )
 
 // MaxSharedCtxts is HFI1_MAX_SHARED_CTXTS: the most subcontexts a context

@@ -29,6 +29,7 @@ type rcvArray struct {
 	invalid []abi.TIDEntry
 	event   *uint64 // the file's event word
 	physRun int     // pages per physically contiguous run; 0: whole buffer
+	useMN   bool    // fd->use_mn: an MMU notifier (no HFI1_CAP_TID_UNMAP)
 	stats   TIDStats
 }
 
@@ -60,6 +61,7 @@ func newRcvArray(cfg *Config, event *uint64) *rcvArray {
 	a := &rcvArray{
 		slots: make([]tidSlot, n), groups: make([]tidGroup, n/abi.TIDGroupSize),
 		limit: n, event: event, physRun: cfg.TIDPhysRunPages,
+		useMN: cfg.Caps&abi.CapTIDUnmap == 0,
 	}
 	for i := range a.groups {
 		a.groups[i].base = i * abi.TIDGroupSize
@@ -280,10 +282,14 @@ func (a *rcvArray) unprogram(t abi.TIDEntry) error {
 }
 
 // invalidRead is hfi1_user_exp_rcv_invalid: the invalidated entries since
-// the last read, with the event bit cleared.
+// the last read, with the event bit cleared; EINVAL without an MMU
+// notifier (HFI1_CAP_TID_UNMAP: the driver has no invalidation list).
 func (a *rcvArray) invalidRead(ti *abi.TIDInfo) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if !a.useMN {
+		return unix.EINVAL
+	}
 	n := len(a.invalid)
 	ti.TIDCnt = uint32(n)
 	if n == 0 {
@@ -305,10 +311,14 @@ func (a *rcvArray) invalidRead(ti *abi.TIDInfo) error {
 // invalidate is tid_rb_invalidate for every entry overlapping [vaddr,
 // vaddr+n): the chip stops using it at once, the entry stays the file's
 // until TID_FREE, and it is queued for TID_INVAL_READ with the event bit
-// set on the first.
+// set on the first. Without an MMU notifier (HFI1_CAP_TID_UNMAP) nothing
+// happens: the pages stay pinned and the chip keeps writing them.
 func (a *rcvArray) invalidate(vaddr uint64, n int) int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if !a.useMN {
+		return 0
+	}
 	hit := 0
 	for i := range a.slots {
 		s := &a.slots[i]

@@ -219,6 +219,27 @@ func TestTIDInvalidate(t *testing.T) {
 	}
 }
 
+// With HFI1_CAP_TID_UNMAP the driver registers no MMU notifier: an unmap
+// leaves the entries programmed, and TID_INVAL_READ is EINVAL.
+func TestTIDUnmapCap(t *testing.T) {
+	cfg := DefaultConfig(abi.ChipWFR)
+	cfg.Caps |= abi.CapTIDUnmap
+	x := newTIDCtx(t, cfg)
+	buf := pages(t, 4*abi.PageSize)
+	ti, err := x.update(addr(buf), len(buf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := abi.TIDEntry(x.entries(ti)[0])
+	if n := x.u.InvalidateRange(addr(buf), len(buf)); n != 0 || !x.c.tids.place(e.Pair(), e.Ctrl(), 0, []byte{7}) || buf[0] != 7 {
+		t.Errorf("invalidated %d entries without a notifier", n)
+	}
+	rd := abi.TIDInfo{TIDList: uint64(uintptr(unsafe.Pointer(&x.list[0])))}
+	if err := x.ioctl(abi.IoctlTIDInvalRead, &rd); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("INVAL_READ: %v, want EINVAL", err)
+	}
+}
+
 // check verifies the RcvArray bookkeeping: tid_used is the entries owned,
 // every group is on exactly the list its use says, and its bitmap matches
 // its entries.
