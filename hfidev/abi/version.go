@@ -14,13 +14,13 @@ const (
 // Runtime capability bits (HFI1_CAP_*, hfi1_user.h) as found in
 // hfi1_ctxt_info.runtime_flags. Only those this package acts on are named.
 const (
-	CapDMARtail      uint64 = 1 << 0 // RcvHdrTail is DMA'd to the RTAIL page
-	CapSDMA          uint64 = 1 << 1 // user SDMA (writev) is available
-	CapSDMAAHG       uint64 = 1 << 2 // SDMA header generation (AHG) for multi-packet requests
-	CapExtendedPSN   uint64 = 1 << 3 // 31-bit PSNs: SDMA's per-packet PSN wraps at 2^31, not 2^24
-	CapMultiPktEgr   uint64 = 1 << 7 // several packets per eager buffer
-	CapNoDropRHQFull uint64 = 1 << 8 // stall instead of drop on RcvHdrQ full
-	CapNoDropEgrFull uint64 = 1 << 9 // stall instead of drop on eager full
+	CapDMARtail      uint64 = 1 << 0  // RcvHdrTail is DMA'd to the RTAIL page
+	CapSDMA          uint64 = 1 << 1  // user SDMA (writev) is available
+	CapSDMAAHG       uint64 = 1 << 2  // SDMA header generation (AHG) for multi-packet requests
+	CapExtendedPSN   uint64 = 1 << 3  // 31-bit PSNs: SDMA's per-packet PSN wraps at 2^31, not 2^24
+	CapMultiPktEgr   uint64 = 1 << 7  // several packets per eager buffer
+	CapNoDropRHQFull uint64 = 1 << 8  // stall instead of drop on RcvHdrQ full
+	CapNoDropEgrFull uint64 = 1 << 9  // stall instead of drop on eager full
 	CapTIDUnmap      uint64 = 1 << 10 // no TID caching: no MMU notifier, TID_INVAL_READ refused
 )
 
