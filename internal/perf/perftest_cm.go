@@ -22,10 +22,13 @@ import (
 
 const (
 	// ptCMTries and ptCMRetry: a rejected connection is tried again, as
-	// rdma_cm_client_connection does (10 times, 100 ms apart): perftest's
-	// server listens for the test QPs only once it has answered the
-	// barrier before them.
-	ptCMTries = 10
+	// rdma_cm_client_connection does 100 ms apart: perftest's server
+	// listens for the test QPs only once it has answered the barrier
+	// before them, and its answer is a SEND it waits to see completed.
+	// When our ACK of it is lost, rxe repeats it only after the CM's ACK
+	// timeout (about 2.1 s: docs/perftest-rdmacm.md), so where perftest's
+	// client gives up after 10 tries, ours tries for 6 s.
+	ptCMTries = 60
 	ptCMRetry = 100 * time.Millisecond
 	// ptCMChannelTries: perftest's client tries its channel once; ours
 	// gives a server that is still starting 5 s.
