@@ -34,8 +34,11 @@ const (
 	// cmReqPrivate is the most private data a connection request carries
 	// behind rdma_cm's header.
 	cmReqPrivate = mad.REQPrivateDataSize - mad.CMAHeaderSize
-	// cmDisconnectWait bounds how long Shutdown waits for the peer's DREP.
-	cmDisconnectWait = 2 * time.Second
+	// cmDisconnectWait bounds how long Shutdown waits for the peer's DREP:
+	// long enough for three DREQs (at 0, 1 and 3 s), since a process that
+	// exits after Shutdown takes the retransmissions with it, and a peer
+	// that never hears the DREQ (rping's server) waits for ever.
+	cmDisconnectWait = 4 * time.Second
 	// cmRdAtomic is the RDMA reads and atomics in flight a MSG endpoint
 	// offers each way (its responder resources and initiator depth).
 	cmRdAtomic = 16
