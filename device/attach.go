@@ -48,8 +48,13 @@ func runDirOf(iface string) (string, error) {
 }
 
 // OpenAny attaches to the daemon that serves iface, or opens the device
-// in this process when none does (`softfabric up --no-daemon`).
+// in this process when none does (`softfabric up --no-daemon`). A name
+// that a registered opener claims (hfi1_N: hfidev/hfidevice) is opened by
+// it instead.
 func OpenAny(iface string, o OpenOptions) (*Device, error) {
+	if open := claimed(iface); open != nil {
+		return open(iface, o)
+	}
 	if Served(iface) {
 		return Attach(iface, o)
 	}

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net/netip"
 	"os"
+	"sync"
 
 	"github.com/softfabric/softfabric/bpf"
 	"github.com/softfabric/softfabric/ctrl"
@@ -25,6 +26,42 @@ type OpenOptions struct {
 	Queues int
 	// CPUs pins the workers (see Options.CPUs).
 	CPUs []int
+	// Peers is, for a device whose opener wants one (an HFI unit,
+	// hfi1_N), the file of its peers' addresses ("" means the opener's
+	// default).
+	Peers string
+}
+
+// An Opener opens the devices whose names it claims: a device that is
+// not an interface `softfabric up` prepared (an HFI unit).
+type Opener struct {
+	Claims func(name string) bool
+	Open   func(name string, o OpenOptions) (*Device, error)
+}
+
+var openers struct {
+	sync.Mutex
+	list []Opener
+}
+
+// RegisterOpener makes OpenAny open the names o claims with o.Open: how
+// hfidev/hfidevice adds hfi1_N without this package importing it.
+func RegisterOpener(o Opener) {
+	openers.Lock()
+	defer openers.Unlock()
+	openers.list = append(openers.list, o)
+}
+
+// claimed returns the Open of the first opener claiming name, or nil.
+func claimed(name string) func(string, OpenOptions) (*Device, error) {
+	openers.Lock()
+	defer openers.Unlock()
+	for _, o := range openers.list {
+		if o.Claims(name) {
+			return o.Open
+		}
+	}
+	return nil
 }
 
 // Queues are the AF_XDP sockets of a device that `softfabric up`

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/softfabric/softfabric/ctrl"
+	"github.com/softfabric/softfabric/hfidev/hfidevice"
+	"github.com/softfabric/softfabric/hfidev/hfilink"
 )
 
 // Providers.
@@ -109,6 +111,10 @@ func candidates(h *Hints) ([]devInfo, error) {
 	default:
 		return nil, fmt.Errorf("%w: provider %q (have %s, %s)", ErrNoData, h.Provider, ProviderSoftfabric, ProviderMem)
 	}
+	hfis, err := hfiCandidates(h, node)
+	if err != nil || len(hfis) > 0 && h.Domain.Name != "" {
+		return hfis, err
+	}
 	ns, err := ctrl.NetNSID()
 	if err != nil {
 		return nil, err
@@ -117,7 +123,7 @@ func candidates(h *Hints) ([]devInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing interfaces: %w", err)
 	}
-	var out []devInfo
+	out := hfis
 	for _, ifc := range ifs {
 		if h.Domain.Name != "" && h.Domain.Name != ifc.Name {
 			continue
@@ -252,4 +258,35 @@ func offer(d devInfo, t EPType, h *Hints) (Info, string) {
 		info.TX.Flags = h.TX.Flags & (FlagTransmitComplete | FlagDeliveryComplete)
 	}
 	return info, ""
+}
+
+// hfiCandidates are the HFI units (hfi1_N, hfidev/hfidevice) GetInfo may
+// offer: the one Domain.Name names (an error saying why when it is not
+// usable), or every usable unit, whose address is node if node is valid.
+func hfiCandidates(h *Hints, node netip.Addr) ([]devInfo, error) {
+	host := hfidevice.DefaultHost
+	var units []hfidevice.Unit
+	if _, ok := hfidevice.UnitNumber(h.Domain.Name); ok {
+		u, err := host.Unit(h.Domain.Name, "")
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrNoData, err)
+		}
+		units = append(units, u)
+	} else if h.Domain.Name == "" {
+		// Units that are not usable are not offered; opening one by
+		// name says why.
+		units, _ = host.Usable()
+	}
+	var out []devInfo
+	for _, u := range units {
+		addr := u.Self.GID.Unmap()
+		if node.IsValid() && addr != node {
+			continue
+		}
+		out = append(out, devInfo{provider: ProviderSoftfabric, name: u.Name, addr: addr, mtu: hfilink.DefaultMTU, queues: 1})
+	}
+	if len(out) == 0 && len(units) == 1 && h.Domain.Name != "" {
+		return nil, fmt.Errorf("%w: %s goes by %v, not %v", ErrNoData, h.Domain.Name, units[0].Self.GID.Unmap(), node)
+	}
+	return out, nil
 }

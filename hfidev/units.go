@@ -78,13 +78,21 @@ func UnitPath(n int) string { return fmt.Sprintf("%s/hfi1_%d", DevDir, n) }
 // with ErrNoDevice when the node does not exist; it never falls back to a
 // model.
 func OpenUnit(n int, opt Options) (*Context, error) {
-	path := UnitPath(n)
-	st, err := os.Stat(path)
+	return OpenUnitIn(sys.Unix{}, os.DirFS(DevDir), DevDir, n, opt)
+}
+
+// OpenUnitIn is OpenUnit with the node looked up in fsys (named dir in
+// paths) and opened through s: a test's fake /dev whose nodes s serves.
+// The node must be a character device (ErrNoDevice otherwise).
+func OpenUnitIn(s sys.Sys, fsys fs.FS, dir string, n int, opt Options) (*Context, error) {
+	name := fmt.Sprintf("hfi1_%d", n)
+	path := dir + "/" + name
+	st, err := fs.Stat(fsys, name)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrNoDevice, path, err)
 	}
 	if st.Mode()&fs.ModeCharDevice == 0 {
 		return nil, fmt.Errorf("%w: %s is not a character device", ErrNoDevice, path)
 	}
-	return OpenContext(sys.Unix{}, path, opt)
+	return OpenContext(s, path, opt)
 }

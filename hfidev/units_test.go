@@ -58,3 +58,15 @@ func TestRealUnits(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// OpenUnitIn refuses a missing node and one that is not a character
+// device before any system call (the success path, over the model, is
+// hfidevice's TestOpenByName).
+func TestOpenUnitInNoDevice(t *testing.T) {
+	fsys := fstest.MapFS{"hfi1_1": {Data: []byte("a regular file")}}
+	for _, n := range []int{0, 1} {
+		if _, err := OpenUnitIn(nil, fsys, "/fake", n, Options{}); !errors.Is(err, ErrNoDevice) {
+			t.Errorf("unit %d: %v", n, err)
+		}
+	}
+}

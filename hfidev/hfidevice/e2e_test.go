@@ -1,4 +1,4 @@
-package hfidevice
+package hfidevice_test
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"github.com/softfabric/softfabric/device"
 	"github.com/softfabric/softfabric/fabric"
 	"github.com/softfabric/softfabric/hfidev/abi"
+	"github.com/softfabric/softfabric/hfidev/hfidevice"
 	"github.com/softfabric/softfabric/hfidev/model"
 )
 
@@ -40,8 +41,15 @@ func openSide(t *testing.T, d *device.Device, gid netip.Addr, typ fabric.EPType,
 	if err != nil {
 		t.Fatal(err)
 	}
+	return openInfo(t, infos[0], typ, w)
+}
+
+// openInfo opens a side on the device info names (GetInfo's or
+// DeviceInfo's).
+func openInfo(t *testing.T, info fabric.Info, typ fabric.EPType, w int) *side {
+	t.Helper()
 	s := &side{buf: make([]byte, bufSize)}
-	info := infos[0]
+	var err error
 	if s.fab, err = fabric.OpenFabric(&info); err != nil {
 		t.Fatal(err)
 	}
@@ -98,10 +106,17 @@ func (s *side) close() {
 // modelPair opens a pair of modeled units with contexts contexts each
 // and a connected MSG endpoint on each, a's on worker wa, b's on worker
 // wb. drop, if not zero, loses every drop-th packet on the wire.
-func modelPair(t *testing.T, chip abi.Chip, drop uint64, contexts, wa, wb int) (*Pair, *side, *side) {
+func modelPair(t *testing.T, chip abi.Chip, drop uint64, contexts, wa, wb int) (*hfidevice.Pair, *side, *side) {
 	t.Helper()
 	p := newPair(t, chip, drop, contexts)
-	a, b := openSide(t, p.Devs[0], DefaultGIDs[0], fabric.EPMsg, wa), openSide(t, p.Devs[1], DefaultGIDs[1], fabric.EPMsg, wb)
+	a, b := openSide(t, p.Devs[0], hfidevice.DefaultGIDs[0], fabric.EPMsg, wa), openSide(t, p.Devs[1], hfidevice.DefaultGIDs[1], fabric.EPMsg, wb)
+	connect(t, a, b)
+	return p, a, b
+}
+
+// connect connects a's and b's MSG endpoints to each other.
+func connect(t *testing.T, a, b *side) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, c := range [][2]*side{{a, b}, {b, a}} {
@@ -109,12 +124,11 @@ func modelPair(t *testing.T, chip abi.Chip, drop uint64, contexts, wa, wb int) (
 			t.Fatal(err)
 		}
 	}
-	return p, a, b
 }
 
-func newPair(t *testing.T, chip abi.Chip, drop uint64, contexts int) *Pair {
+func newPair(t *testing.T, chip abi.Chip, drop uint64, contexts int) *hfidevice.Pair {
 	t.Helper()
-	p, err := NewModelPair(PairConfig{Chip: chip, Contexts: contexts})
+	p, err := hfidevice.NewModelPair(hfidevice.PairConfig{Chip: chip, Contexts: contexts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,8 +251,8 @@ func TestFabricTwoContexts(t *testing.T) {
 // byte-exact.
 func TestDatagramsOverModel(t *testing.T) {
 	p := newPair(t, abi.ChipWFR, 0, 1)
-	a := openSide(t, p.Devs[0], DefaultGIDs[0], fabric.EPDgram, 0)
-	b := openSide(t, p.Devs[1], DefaultGIDs[1], fabric.EPDgram, 0)
+	a := openSide(t, p.Devs[0], hfidevice.DefaultGIDs[0], fabric.EPDgram, 0)
+	b := openSide(t, p.Devs[1], hfidevice.DefaultGIDs[1], fabric.EPDgram, 0)
 	to, err := a.av.Insert(b.ep.Name())
 	if err != nil {
 		t.Fatal(err)
