@@ -20,15 +20,33 @@ import (
 // process, each on a modeled HFI (hfidev/model), the two units joined back
 // to back.
 type hfiModelOpts struct {
-	on   bool
-	chip string
-	loss uint64
+	on    bool
+	chip  string
+	loss  uint64
+	peers string // --hfi-peers, for --iface hfi1_N
 }
 
 func (h *hfiModelOpts) register(fs *flag.FlagSet) {
 	fs.BoolVar(&h.on, "hfi-model", false, "run client and server in this process on two modeled HFIs back to back (the software model of the hfi1 user API, hfidev/model; not hardware): the transport over HFI contexts, 9B KDETH packets by PIO and SDMA")
 	fs.StringVar(&h.chip, "hfi-chip", "wfr", "with --hfi-model: the modeled chip, wfr (Omni-Path) or jkr (CN5000)")
 	fs.Uint64Var(&h.loss, "hfi-loss", 0, "with --hfi-model: lose every Nth packet on the modeled wire (0: none)")
+	fs.StringVar(&h.peers, "hfi-peers", "", "with --iface hfi1_N (an HFI unit, hfidev; verified against the software model only): the peers file, lines 'ADDR LID CTXT[,CTXT...]' (default /etc/softfabric/hfi1_N.peers; see docs/hfidev.md)")
+}
+
+// checkHFIUnit checks perf's flags for --iface hfi1_N and says on stderr
+// that the HFI backend has run on its software model only.
+func checkHFIUnit(op string, o perfOpts, stderr io.Writer) error {
+	if _, ok := hfidevice.UnitNumber(o.iface); !ok {
+		if o.set["hfi-peers"] {
+			return usagef("--hfi-peers is for --iface hfi1_N")
+		}
+		return nil
+	}
+	if op == "xdp" || o.compare {
+		return usagef("%s is an HFI unit: it has no AF_XDP baseline (xdp, --compare)", o.iface)
+	}
+	fmt.Fprintf(stderr, "softfabric perf: %s is an HFI unit: softfabric's HFI backend (hfidev) is verified against its software model only, never on hardware\n", o.iface)
+	return nil
 }
 
 // runHFIModel is `softfabric perf OP --hfi-model`: perf's client and
@@ -42,7 +60,7 @@ func runHFIModel(pos []string, o perfOpts, stdout, stderr io.Writer) error {
 	if !slices.Contains(perf.Ops, op) {
 		return usagef("--hfi-model runs write, read, send or atomic")
 	}
-	for _, f := range []string{"iface", "perftest", "perftest-server", "compare", "cpus", "port"} {
+	for _, f := range []string{"iface", "perftest", "perftest-server", "compare", "cpus", "port", "hfi-peers"} {
 		if o.set[f] {
 			return usagef("--%s is not for --hfi-model", f)
 		}

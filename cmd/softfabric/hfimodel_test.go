@@ -2,12 +2,17 @@ package main
 
 import (
 	"bytes"
+	"net"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
 
 	"github.com/softfabric/softfabric/hfidev"
+	"github.com/softfabric/softfabric/hfidev/abi"
+	"github.com/softfabric/softfabric/hfidev/hfidevice"
 )
 
 // perf --hfi-model runs client and server on two modeled HFIs in this
@@ -86,5 +91,84 @@ func TestStatusHFIUnits(t *testing.T) {
 	out.Reset()
 	if code := run([]string{"status"}, &out, &errOut); code != 0 || strings.Contains(out.String(), "hfi1") {
 		t.Fatalf("status = %d:\n%s", code, out.String())
+	}
+}
+
+// readyWriter is the server's stderr: it closes ready when the server
+// says it waits for a client. Read it only once the server has returned.
+type readyWriter struct {
+	bytes.Buffer
+	ready chan struct{}
+}
+
+func (w *readyWriter) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), "waiting for a client") {
+		close(w.ready)
+	}
+	return w.Buffer.Write(p)
+}
+
+// perf --iface hfi1_N as on a host with HFIs, verified against the model
+// only: the units are hfidevice.NewModelHost's (a fake /dev and sysfs
+// whose nodes two modeled units serve, a peers file each). The server
+// runs on hfi1_1, the client on hfi1_0 with --hfi-peers; the out-of-band
+// exchange runs over TCP on loopback between the units' addresses.
+func TestPerfHFIUnit(t *testing.T) {
+	m, err := hfidevice.NewModelHost(abi.ChipWFR, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(h hfidevice.Host) { hfidevice.DefaultHost = h }(hfidevice.DefaultHost)
+	hfidevice.DefaultHost = m.Host
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	ln.Close()
+
+	var srvOut bytes.Buffer
+	srvErr := readyWriter{ready: make(chan struct{})}
+	served := make(chan int, 1)
+	go func() {
+		served <- run([]string{"perf", "write", "--iface", "hfi1_1", "--port", port, "--timeout", "60s"}, &srvOut, &srvErr)
+	}()
+	select {
+	case code := <-served:
+		t.Fatalf("server = %d: %s", code, srvErr.String())
+	case <-srvErr.ready:
+	}
+	var out, errOut bytes.Buffer
+	args := []string{"perf", "write", "--iface", "hfi1_0", "--hfi-peers", filepath.Join(m.PeersDir, "hfi1_0.peers"),
+		"--size", "65536", "--iters", "200", "--port", port, "127.0.0.2"}
+	if code := run(args, &out, &errOut); code != 0 {
+		t.Fatalf("run(%q) = %d, stderr %q", args, code, errOut.String())
+	}
+	if code := <-served; code != 0 {
+		t.Fatalf("server = %d: %s", code, srvErr.String())
+	}
+	if s := out.String(); !strings.Contains(s, "RDMA_Write BW Test") {
+		t.Errorf("client:\n%s", s)
+	}
+	if !strings.Contains(errOut.String(), "verified against its software model only") || !strings.Contains(srvOut.String(), "served write") {
+		t.Errorf("client stderr %q; server %q", errOut.String(), srvOut.String())
+	}
+	if w := m.Wire.Stats(); w.Carried < 200*16 {
+		t.Errorf("wire %+v", w)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"perf", "write", "--iface", "hfi1_7", "--port", port}, "no such hfi1 unit"},
+		{[]string{"perf", "write", "--iface", "hfi1_0", "--compare", "--port", port, "127.0.0.2"}, "no AF_XDP baseline"},
+		{[]string{"perf", "write", "--iface", "eth0", "--hfi-peers", "x", "--port", port}, "--hfi-peers is for --iface hfi1_N"},
+	} {
+		out.Reset()
+		errOut.Reset()
+		if code := run(tc.args, &out, &errOut); code == 0 || !strings.Contains(errOut.String(), tc.err) {
+			t.Errorf("run(%q) = %d, stderr %q; want an error with %q", tc.args, code, errOut.String(), tc.err)
+		}
 	}
 }

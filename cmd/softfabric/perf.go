@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/softfabric/softfabric/device"
+	"github.com/softfabric/softfabric/hfidev/hfidevice"
 	"github.com/softfabric/softfabric/internal/perf"
 )
 
@@ -105,6 +106,9 @@ func cmdPerf(args []string, stdout, stderr io.Writer) error {
 	if o.hfi.on {
 		return runHFIModel(pos, o, stdout, stderr)
 	}
+	if err := checkHFIUnit(op, o, stderr); err != nil {
+		return err
+	}
 	cpus, err := parseCPUList(o.cpus)
 	if err != nil {
 		return usagef("--cpus %q: %v", o.cpus, err)
@@ -112,7 +116,7 @@ func cmdPerf(args []string, stdout, stderr io.Writer) error {
 	if (op == "xdp" || o.compare) && device.Served(o.iface) {
 		return fmt.Errorf("the raw AF_XDP baseline needs the device's sockets in this process, but a daemon serves %s: bring it up with 'softfabric up %s --no-daemon'", o.iface, o.iface)
 	}
-	d, closeDevice, err := openDevice(o.iface, cpus)
+	d, closeDevice, err := openDevice(o.iface, device.OpenOptions{CPUs: cpus, Peers: o.hfi.peers})
 	if err != nil {
 		return err
 	}
@@ -429,7 +433,7 @@ func cmdPingPong(args []string, stdout, stderr io.Writer) error {
 	if o.ud && o.size > 4096 {
 		return usagef("-s %d: a UD message fits one packet, at most 4096 bytes", o.size)
 	}
-	d, closeDevice, err := openDevice(o.iface, nil)
+	d, closeDevice, err := openDevice(o.iface, device.OpenOptions{})
 	if err != nil {
 		return err
 	}
@@ -485,17 +489,17 @@ func cmdPingPong(args []string, stdout, stderr io.Writer) error {
 }
 
 // openDevice opens the softfabric device on iface for this process, its
-// workers pinned to cpus (none: not pinned). The process owns it until
-// it exits; each test runs on it through a fabric domain (the raw
-// baselines, directly).
-func openDevice(iface string, cpus []int) (*perf.Device, func(), error) {
-	if !device.Served(iface) {
+// workers pinned to o.CPUs (none: not pinned); an HFI unit (hfi1_N) with
+// the peers file o.Peers. The process owns it until it exits; each test
+// runs on it through a fabric domain (the raw baselines, directly).
+func openDevice(iface string, o device.OpenOptions) (*perf.Device, func(), error) {
+	if _, hfi := hfidevice.UnitNumber(iface); !hfi && !device.Served(iface) {
 		// In process: the AF_XDP sockets and the classifier need root.
 		if err := needRoot(); err != nil {
 			return nil, nil, err
 		}
 	}
-	d, err := device.OpenAny(iface, device.OpenOptions{CPUs: cpus})
+	d, err := device.OpenAny(iface, o)
 	if err != nil {
 		return nil, nil, err
 	}

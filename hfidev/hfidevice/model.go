@@ -3,7 +3,12 @@ package hfidevice
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing/fstest"
 
 	"github.com/softfabric/softfabric/dataplane/engine"
 	"github.com/softfabric/softfabric/device"
@@ -11,6 +16,7 @@ import (
 	"github.com/softfabric/softfabric/hfidev/abi"
 	"github.com/softfabric/softfabric/hfidev/hfilink"
 	"github.com/softfabric/softfabric/hfidev/model"
+	"github.com/softfabric/softfabric/hfidev/sys"
 )
 
 // PairConfig describes two modeled units back to back.
@@ -148,4 +154,75 @@ func NewModelPair(cfg PairConfig) (*Pair, error) {
 // Close closes both devices, their links and contexts.
 func (p *Pair) Close() error {
 	return errors.Join(p.Devs[0].Close(), p.Devs[1].Close())
+}
+
+// ModelHost is a host as opening units by name sees it, with two modeled
+// units back to back in the place of real ones: hfi1_0 (LID 1) and
+// hfi1_1 (LID 2) as character devices in a fake /dev, served by the
+// units through the sys seam; a fake sysfs saying their ports are ACTIVE
+// (GIDs fe80::11:7501:101:N); and a peers file for each in PeersDir
+// giving them the addresses DefaultGIDs and their first receive
+// contexts. For tests: nothing here is hardware.
+type ModelHost struct {
+	Host
+	Units [2]*model.Unit
+	Wire  *model.Wire
+	// SysfsFiles is Host.Sysfs, for tests to change (a port's state).
+	SysfsFiles fstest.MapFS
+	// Peers are the lines NewModelHost wrote to both peers files.
+	Peers []string
+}
+
+// NewModelHost makes the units, their wire and files; the peers files
+// go in peersDir.
+func NewModelHost(chip abi.Chip, peersDir string) (*ModelHost, error) {
+	dev, sysfs := fstest.MapFS{}, fstest.MapFS{}
+	nodes := map[string]sys.Sys{}
+	m := &ModelHost{SysfsFiles: sysfs}
+	for i := range m.Units {
+		cfg := model.DefaultConfig(chip)
+		cfg.Unit, cfg.LID = i, uint16(i+1)
+		u, err := model.NewUnit(cfg)
+		if err != nil {
+			return nil, err
+		}
+		m.Units[i] = u
+		name := fmt.Sprintf("hfi1_%d", i)
+		dev[name] = &fstest.MapFile{Mode: fs.ModeCharDevice | 0o666}
+		nodes["/dev/"+name] = modelNode{Unit: u, path: "/dev/" + name}
+		port := name + "/ports/1/"
+		sysfs[port+"lid"] = &fstest.MapFile{Data: fmt.Appendf(nil, "0x%x\n", cfg.LID)}
+		sysfs[port+"state"] = &fstest.MapFile{Data: []byte("4: ACTIVE\n")}
+		sysfs[port+"gids/0"] = &fstest.MapFile{Data: fmt.Appendf(nil, "fe80:0000:0000:0000:0011:7501:0101:%04x\n", i+1)}
+		m.Peers = append(m.Peers, fmt.Sprintf("%v %d %d # %s", DefaultGIDs[i].Unmap(), cfg.LID, cfg.FirstUserCtxt, name))
+	}
+	m.Wire = model.Connect(m.Units[0], m.Units[1])
+	m.Host = Host{Dev: dev, DevDir: "/dev", Sysfs: sysfs, PeersDir: peersDir,
+		Sys: func(path string) sys.Sys { return nodes[path] }}
+	for i := range m.Units {
+		if err := m.WritePeers(i, m.Peers); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// WritePeers writes lines as unit i's peers file.
+func (m *ModelHost) WritePeers(i int, lines []string) error {
+	text := "# ADDR LID CTXT[,CTXT...]\n\n" + strings.Join(lines, "\n") + "\n"
+	return os.WriteFile(filepath.Join(m.PeersDir, fmt.Sprintf("hfi1_%d.peers", i)), []byte(text), 0o644)
+}
+
+// modelNode is a modeled unit answering for a /dev node path, as the
+// driver's node would.
+type modelNode struct {
+	*model.Unit
+	path string
+}
+
+func (n modelNode) Open(path string, flags int) (int, error) {
+	if path != n.path {
+		return -1, fmt.Errorf("open %s: %w", path, fs.ErrNotExist)
+	}
+	return n.Unit.Open(n.Unit.Path(), flags)
 }

@@ -3,12 +3,10 @@ package hfidevice_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
-	"testing/fstest"
 	"time"
 
 	"github.com/softfabric/softfabric/device"
@@ -16,75 +14,19 @@ import (
 	"github.com/softfabric/softfabric/hfidev"
 	"github.com/softfabric/softfabric/hfidev/abi"
 	"github.com/softfabric/softfabric/hfidev/hfidevice"
-	"github.com/softfabric/softfabric/hfidev/model"
-	"github.com/softfabric/softfabric/hfidev/sys"
 )
 
-// node is a model unit answering for a /dev node path: hfidev opens
-// "/dev/hfi1_N" through it as it would open the driver's node.
-type node struct {
-	*model.Unit
-	path string
-}
-
-func (n node) Open(path string, flags int) (int, error) {
-	if path != n.path {
-		return -1, fmt.Errorf("open %s: %w", path, fs.ErrNotExist)
-	}
-	return n.Unit.Open(n.Unit.Path(), flags)
-}
-
-// fakeHost is a host with two HFI units, hfi1_0 (LID 1) and hfi1_1 (LID
-// 2): a fake /dev whose character devices the two modeled units serve
-// (through the sys seam), joined back to back by a wire; a fake sysfs
-// saying their ports are ACTIVE; and a peers file in a temporary
-// directory, hfi1_N.peers for each, giving the units addresses
-// DefaultGIDs and their first receive contexts. It becomes DefaultHost
-// until the test ends. edit, if not nil, changes the sysfs and the peers
-// files' lines before they are written.
-func fakeHost(t *testing.T, edit func(sysfs fstest.MapFS, peers []string) []string) (hfidevice.Host, [2]*model.Unit, *model.Wire) {
+// fakeHost is NewModelHost (WFR), as DefaultHost until the test ends.
+func fakeHost(t *testing.T) *hfidevice.ModelHost {
 	t.Helper()
-	dev, sysfs := fstest.MapFS{}, fstest.MapFS{}
-	nodes := map[string]sys.Sys{}
-	var units [2]*model.Unit
-	var peers []string
-	for i := range units {
-		cfg := model.DefaultConfig(abi.ChipWFR)
-		cfg.Unit, cfg.LID = i, uint16(i+1)
-		u, err := model.NewUnit(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		units[i] = u
-		name := fmt.Sprintf("hfi1_%d", i)
-		dev[name] = &fstest.MapFile{Mode: fs.ModeCharDevice | 0o666}
-		nodes["/dev/"+name] = node{Unit: u, path: "/dev/" + name}
-		port := name + "/ports/1/"
-		sysfs[port+"lid"] = &fstest.MapFile{Data: fmt.Appendf(nil, "0x%x\n", cfg.LID)}
-		sysfs[port+"state"] = &fstest.MapFile{Data: []byte("4: ACTIVE\n")}
-		sysfs[port+"gids/0"] = &fstest.MapFile{Data: fmt.Appendf(nil, "fe80:0000:0000:0000:0011:7501:0101:%04x\n", i+1)}
-		peers = append(peers, fmt.Sprintf("%v %d %d # %s", hfidevice.DefaultGIDs[i].Unmap(), cfg.LID, cfg.FirstUserCtxt, name))
+	m, err := hfidevice.NewModelHost(abi.ChipWFR, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
-	wire := model.Connect(units[0], units[1])
-	if edit != nil {
-		peers = edit(sysfs, peers)
-	}
-	dir := t.TempDir()
-	for i := range units {
-		text := "# ADDR LID CTXTS\n\n"
-		for _, p := range peers {
-			text += p + "\n"
-		}
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("hfi1_%d.peers", i)), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	h := hfidevice.Host{Dev: dev, DevDir: "/dev", Sysfs: sysfs, PeersDir: dir,
-		Sys: func(path string) sys.Sys { return nodes[path] }}
 	saved := hfidevice.DefaultHost
-	hfidevice.DefaultHost = h
+	hfidevice.DefaultHost = m.Host
 	t.Cleanup(func() { hfidevice.DefaultHost = saved })
-	return h, units, wire
+	return m
 }
 
 // byName opens unit name through GetInfo (the domain it names) with an
@@ -109,7 +51,8 @@ func byName(t *testing.T, name string) *side {
 // file's; MSG endpoints on the two domains connect and carry send/recv,
 // RDMA write and read and atomics byte-exact.
 func TestOpenByName(t *testing.T) {
-	_, units, wire := fakeHost(t, nil)
+	m := fakeHost(t)
+	units, wire := m.Units, m.Wire
 	infos, err := fabric.GetInfo(context.Background(), &fabric.Hints{EPType: fabric.EPMsg})
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +103,7 @@ func TestOpenByNameErrors(t *testing.T) {
 		}
 	})
 	t.Run("no unit", func(t *testing.T) {
-		fakeHost(t, nil)
+		fakeHost(t)
 		if _, err := device.OpenAny("hfi1_7", device.OpenOptions{}); !errors.Is(err, hfidev.ErrNoDevice) {
 			t.Fatalf("OpenAny(hfi1_7): %v", err)
 		}
@@ -170,10 +113,8 @@ func TestOpenByNameErrors(t *testing.T) {
 		}
 	})
 	t.Run("port down", func(t *testing.T) {
-		fakeHost(t, func(sysfs fstest.MapFS, peers []string) []string {
-			sysfs["hfi1_1/ports/1/state"].Data = []byte("1: DOWN\n")
-			return peers
-		})
+		m := fakeHost(t)
+		m.SysfsFiles["hfi1_1/ports/1/state"].Data = []byte("1: DOWN\n")
 		if _, err := device.OpenAny("hfi1_1", device.OpenOptions{}); !errors.Is(err, hfidevice.ErrPortNotActive) {
 			t.Fatalf("OpenAny(hfi1_1): %v", err)
 		}
@@ -183,8 +124,8 @@ func TestOpenByNameErrors(t *testing.T) {
 		}
 	})
 	t.Run("no peers file", func(t *testing.T) {
-		h, _, _ := fakeHost(t, nil)
-		if err := os.Remove(filepath.Join(h.PeersDir, "hfi1_0.peers")); err != nil {
+		m := fakeHost(t)
+		if err := os.Remove(filepath.Join(m.PeersDir, "hfi1_0.peers")); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := device.OpenAny("hfi1_0", device.OpenOptions{}); !errors.Is(err, hfidevice.ErrPeers) || !errors.Is(err, fs.ErrNotExist) {
@@ -192,16 +133,18 @@ func TestOpenByNameErrors(t *testing.T) {
 		}
 	})
 	t.Run("malformed peers file", func(t *testing.T) {
-		fakeHost(t, func(_ fstest.MapFS, peers []string) []string { return append(peers, "10.0.0.9 0x10") })
+		m := fakeHost(t)
+		if err := m.WritePeers(0, append(m.Peers, "10.0.0.9 0x10")); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := device.OpenAny("hfi1_0", device.OpenOptions{}); !errors.Is(err, hfidevice.ErrPeers) {
 			t.Fatalf("OpenAny(hfi1_0): %v", err)
 		}
 	})
 	t.Run("peer not in the file", func(t *testing.T) {
-		h, _, _ := fakeHost(t, nil)
+		m := fakeHost(t)
 		// hfi1_0's file knows only itself: hfi1_1's address has no LID.
-		own := fmt.Appendf(nil, "%v 1 3\n", hfidevice.DefaultGIDs[0].Unmap())
-		if err := os.WriteFile(filepath.Join(h.PeersDir, "hfi1_0.peers"), own, 0o644); err != nil {
+		if err := m.WritePeers(0, m.Peers[:1]); err != nil {
 			t.Fatal(err)
 		}
 		a, b := byName(t, "hfi1_0"), byName(t, "hfi1_1")
