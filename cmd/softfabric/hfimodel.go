@@ -133,16 +133,28 @@ func runHFIModel(pos []string, o perfOpts, stdout, stderr io.Writer) error {
 var hfiUnits = hfidev.Units
 
 // printHFIUnits writes status's lines for the HFI units present
-// (/dev/hfi1_N), if any. softfabric lists them; it does not open them.
+// (/dev/hfi1_N), if any: each port's state from sysfs, and whether
+// opening it by name would succeed (hfidevice.Host.Unit). It opens none.
 func printHFIUnits(w io.Writer) {
 	units, err := hfiUnits()
 	if err != nil {
 		fmt.Fprintf(w, "softfabric: HFI units: %v\n", err)
 		return
 	}
+	host := hfidevice.DefaultHost
 	for _, u := range units {
-		fmt.Fprintf(w, "hca_id:\thfi1_%d\n", u.N)
+		name := fmt.Sprintf("hfi1_%d", u.N)
+		fmt.Fprintf(w, "hca_id:\t%s\n", name)
 		fmt.Fprintf(w, "\ttransport:\t\tOmni-Path / CN5000 HFI (hfi1 user API, %s)\n", u.Path)
-		fmt.Fprintf(w, "\tsoftfabric:\t\tpresent, not opened: the HFI backend (hfidev) is verified against its software model only\n")
+		if p, err := host.Port(name); err != nil {
+			fmt.Fprintf(w, "\tport 1:\t\t\t%v\n", err)
+		} else {
+			fmt.Fprintf(w, "\tport 1:\t\t\t%s, LID 0x%x, GID %v\n", p.State, p.LID, p.GID)
+		}
+		use := "usable as --iface " + name
+		if _, err := host.Unit(name, ""); err != nil {
+			use = "not usable: " + err.Error()
+		}
+		fmt.Fprintf(w, "\tsoftfabric:\t\t%s (not opened; the HFI backend, hfidev, is verified against its software model only)\n", use)
 	}
 }

@@ -86,6 +86,27 @@ func TestStatusHFIUnits(t *testing.T) {
 		t.Errorf("diagpkt listed:\n%s", s)
 	}
 
+	// Units a host has (hfidevice.NewModelHost's, a fake /dev and sysfs):
+	// each port's state, and whether it can be opened by name.
+	m, err := hfidevice.NewModelHost(abi.ChipJKR, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(h hfidevice.Host) { hfidevice.DefaultHost = h }(hfidevice.DefaultHost)
+	hfidevice.DefaultHost = m.Host
+	m.SysfsFiles["hfi1_1/ports/1/state"].Data = []byte("2: INIT\n")
+	hfiUnits = func() ([]hfidev.Unit, error) { return hfidev.UnitsIn(m.Dev, "/dev") }
+	out.Reset()
+	if code := run([]string{"status"}, &out, &errOut); code != 0 {
+		t.Fatalf("status = %d: %s", code, errOut.String())
+	}
+	s = out.String()
+	for _, w := range []string{"ACTIVE, LID 0x1, GID fe80::11:7501:101:1", "usable as --iface hfi1_0", "INIT, LID 0x2", "not usable: hfidevice: port not ACTIVE"} {
+		if !strings.Contains(s, w) {
+			t.Errorf("no %q in\n%s", w, s)
+		}
+	}
+
 	// None present: nothing about HFIs.
 	hfiUnits = func() ([]hfidev.Unit, error) { return hfidev.UnitsIn(fstest.MapFS{}, "/dev") }
 	out.Reset()
