@@ -5,8 +5,10 @@
 // device over links already made; NewModelLinks and NewModelPair make two
 // modeled units (hfidev/model) joined back to back, with their links or
 // with a device on each, for tests, benchmarks and `softfabric perf
-// --hfi-model`. Only the model has ever run this code: see
-// docs/hfidev.md.
+// --hfi-model`. Host.Open opens a host's unit by name (hfi1_N: its
+// /dev node, port 1's sysfs, a peers file), registered with
+// device.OpenAny; NewModelHost is a fake host whose units the model
+// serves. Only the model has ever run this code: see docs/hfidev.md.
 package hfidevice
 
 import (
