@@ -132,28 +132,63 @@ func runHFIModel(pos []string, o perfOpts, stdout, stderr io.Writer) error {
 // hfiUnits lists the host's HFI units for status: the seam tests replace.
 var hfiUnits = hfidev.Units
 
-// printHFIUnits writes status's lines for the HFI units present
-// (/dev/hfi1_N), if any: each port's state from sysfs, and whether
-// opening it by name would succeed (hfidevice.Host.Unit). It opens none.
-func printHFIUnits(w io.Writer) {
+// HFIStatus is what status reports of one HFI unit (/dev/hfi1_N), read
+// without opening it; --json lists it after the Ethernet devices.
+type HFIStatus struct {
+	HCA       string `json:"hca_id"`    // hfi1_N
+	Transport string `json:"transport"` // "hfi1"
+	Path      string `json:"path"`      // /dev/hfi1_N
+	State     string `json:"port_state,omitempty"`
+	LID       uint16 `json:"lid,omitempty"`
+	GID       string `json:"gid,omitempty"`
+	PortErr   string `json:"port_error,omitempty"` // why port 1 could not be read
+	Usable    bool   `json:"usable"`               // opens by name (--iface hfi1_N)
+	NotUsable string `json:"not_usable,omitempty"` // why not
+}
+
+// hfiStatuses reads the HFI units present (/dev/hfi1_N), if any: each
+// port's state from sysfs, and whether opening it by name would succeed
+// (hfidevice.Host.Unit). It opens none.
+func hfiStatuses() ([]*HFIStatus, error) {
 	units, err := hfiUnits()
+	if err != nil {
+		return nil, err
+	}
+	host := hfidevice.DefaultHost
+	var all []*HFIStatus
+	for _, u := range units {
+		s := &HFIStatus{HCA: fmt.Sprintf("hfi1_%d", u.N), Transport: "hfi1", Path: u.Path, Usable: true}
+		if p, err := host.Port(s.HCA); err != nil {
+			s.PortErr = err.Error()
+		} else {
+			s.State, s.LID, s.GID = p.State, p.LID, p.GID.String()
+		}
+		if _, err := host.Unit(s.HCA, ""); err != nil {
+			s.Usable, s.NotUsable = false, err.Error()
+		}
+		all = append(all, s)
+	}
+	return all, nil
+}
+
+// printHFIUnits writes status's lines for the HFI units present.
+func printHFIUnits(w io.Writer) {
+	units, err := hfiStatuses()
 	if err != nil {
 		fmt.Fprintf(w, "softfabric: HFI units: %v\n", err)
 		return
 	}
-	host := hfidevice.DefaultHost
-	for _, u := range units {
-		name := fmt.Sprintf("hfi1_%d", u.N)
-		fmt.Fprintf(w, "hca_id:\t%s\n", name)
-		fmt.Fprintf(w, "\ttransport:\t\tOmni-Path / CN5000 HFI (hfi1 user API, %s)\n", u.Path)
-		if p, err := host.Port(name); err != nil {
-			fmt.Fprintf(w, "\tport 1:\t\t\t%v\n", err)
+	for _, s := range units {
+		fmt.Fprintf(w, "hca_id:\t%s\n", s.HCA)
+		fmt.Fprintf(w, "\ttransport:\t\tOmni-Path / CN5000 HFI (hfi1 user API, %s)\n", s.Path)
+		if s.PortErr != "" {
+			fmt.Fprintf(w, "\tport 1:\t\t\t%s\n", s.PortErr)
 		} else {
-			fmt.Fprintf(w, "\tport 1:\t\t\t%s, LID 0x%x, GID %v\n", p.State, p.LID, p.GID)
+			fmt.Fprintf(w, "\tport 1:\t\t\t%s, LID 0x%x, GID %s\n", s.State, s.LID, s.GID)
 		}
-		use := "usable as --iface " + name
-		if _, err := host.Unit(name, ""); err != nil {
-			use = "not usable: " + err.Error()
+		use := "usable as --iface " + s.HCA
+		if !s.Usable {
+			use = "not usable: " + s.NotUsable
 		}
 		fmt.Fprintf(w, "\tsoftfabric:\t\t%s (not opened; the HFI backend, hfidev, is verified against its software model only)\n", use)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"net"
 	"os"
 	"path/filepath"
@@ -105,6 +106,31 @@ func TestStatusHFIUnits(t *testing.T) {
 		if !strings.Contains(s, w) {
 			t.Errorf("no %q in\n%s", w, s)
 		}
+	}
+
+	// --json lists the same units, after the Ethernet devices.
+	out.Reset()
+	if code := run([]string{"status", "--json"}, &out, &errOut); code != 0 {
+		t.Fatalf("status --json = %d: %s", code, errOut.String())
+	}
+	var all, js []HFIStatus
+	if err := json.Unmarshal(out.Bytes(), &all); err != nil {
+		t.Fatalf("%v:\n%s", err, out.String())
+	}
+	for _, h := range all {
+		if h.Transport == "hfi1" { // not an Ethernet device that is up
+			js = append(js, h)
+		}
+	}
+	if len(js) != 2 {
+		t.Fatalf("status --json: %d entries, want the 2 units:\n%s", len(js), out.String())
+	}
+	if h := js[0]; h.HCA != "hfi1_0" || h.Transport != "hfi1" || h.Path != "/dev/hfi1_0" || h.State != "ACTIVE" || h.LID != 1 ||
+		h.GID != "fe80::11:7501:101:1" || !h.Usable || h.NotUsable != "" {
+		t.Errorf("unit 0: %+v", h)
+	}
+	if h := js[1]; h.HCA != "hfi1_1" || h.State != "INIT" || h.LID != 2 || h.Usable || !strings.Contains(h.NotUsable, "port not ACTIVE") {
+		t.Errorf("unit 1: %+v", h)
 	}
 
 	// None present: nothing about HFIs.

@@ -188,9 +188,21 @@ func cmdStatus(args []string, stdout, _ io.Writer) error {
 		all = append(all, s)
 	}
 	if js {
+		// The Ethernet devices, then the HFI units (transport "hfi1").
+		list := make([]any, 0, len(all))
+		for _, s := range all {
+			list = append(list, s)
+		}
+		hfis, err := hfiStatuses()
+		if err != nil {
+			return err
+		}
+		for _, h := range hfis {
+			list = append(list, h)
+		}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(all)
+		return enc.Encode(list)
 	}
 	if len(all) == 0 {
 		fmt.Fprintln(stdout, "softfabric: no device is up in this network namespace")
