@@ -20,6 +20,11 @@ import (
 // prepared.
 var ErrNotUp = errors.New("softfabric is not up on this interface")
 
+// ErrBusy is returned by OpenAny when the device has no free hardware
+// context for another opener (an HFI unit whose user contexts are all
+// assigned: ASSIGN_CTXT's EBUSY).
+var ErrBusy = errors.New("device busy: no free context")
+
 // OpenOptions tune Open.
 type OpenOptions struct {
 	// Queues limits the receive queues served (0: all of them).

@@ -69,7 +69,7 @@ func openDevice(info *Info) (*device.Device, error) {
 		return d, nil
 	}
 	d, err := device.OpenAny(info.Domain.Name, device.OpenOptions{Queues: info.Domain.Queues, CPUs: info.Domain.CPUs})
-	if errors.Is(err, ctrl.ErrBusy) {
+	if errors.Is(err, ctrl.ErrBusy) || errors.Is(err, device.ErrBusy) {
 		return nil, fmt.Errorf("opening %s: %w: %w", info.Domain.Name, ErrBusy, err)
 	}
 	return d, err

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"io/fs"
 	"net/netip"
 	"os"
@@ -228,6 +229,9 @@ func (h Host) Open(name string, o device.OpenOptions) (*device.Device, error) {
 	}
 	for range max(o.Queues, 1) {
 		c, err := hfidev.OpenUnitIn(h.Sys(h.DevDir+"/"+name), h.Dev, h.DevDir, n, hfidev.Options{})
+		if errors.Is(err, unix.EBUSY) { // every user context assigned
+			return fail(fmt.Errorf("%w: %w", device.ErrBusy, err))
+		}
 		if err != nil {
 			return fail(err)
 		}

@@ -3,6 +3,7 @@ package hfidevice_test
 import (
 	"context"
 	"errors"
+	"golang.org/x/sys/unix"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -155,4 +156,34 @@ func TestOpenByNameErrors(t *testing.T) {
 			t.Fatalf("connecting hfi1_0 to hfi1_1's address: %v", err)
 		}
 	})
+}
+
+// A unit whose user contexts are all assigned (the model has 16): the
+// next open fails with ASSIGN_CTXT's EBUSY, as device.ErrBusy through
+// device.OpenAny and fabric.ErrBusy through a fabric domain.
+func TestOpenBusy(t *testing.T) {
+	fakeHost(t)
+	d, err := device.OpenAny("hfi1_0", device.OpenOptions{Queues: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if _, err := device.OpenAny("hfi1_0", device.OpenOptions{}); !errors.Is(err, device.ErrBusy) || !errors.Is(err, unix.EBUSY) {
+		t.Fatalf("OpenAny with every context taken: %v", err)
+	}
+	infos, err := fabric.GetInfo(context.Background(), &fabric.Hints{EPType: fabric.EPMsg, Domain: fabric.DomainAttr{Name: "hfi1_0"}})
+	if err != nil || len(infos) != 1 {
+		t.Fatalf("GetInfo: %d offers, %v", len(infos), err)
+	}
+	fab, err := fabric.OpenFabric(&infos[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fab.Close()
+	if dom, err := fab.Domain(&infos[0]); !errors.Is(err, fabric.ErrBusy) || !errors.Is(err, device.ErrBusy) {
+		if err == nil {
+			dom.Close()
+		}
+		t.Fatalf("Domain with every context taken: %v", err)
+	}
 }
