@@ -72,6 +72,31 @@ func Open(ctx context.Context, o Options) (*Domain, error) {
 	return d, nil
 }
 
+// Listen opens an event queue of eqSize and a passive endpoint for the
+// domain's offer bound to it, and listens on the offer's service, as
+// rdma_bind_addr and rdma_listen do; bound, if not nil, runs between the
+// bind and the listen. On failure it leaves nothing open.
+func (d *Domain) Listen(eqSize int, bound func()) (*fabric.EQ, *fabric.PassiveEndpoint, error) {
+	eq, err := d.Fab.EQ(eqSize)
+	if err != nil {
+		return nil, nil, err
+	}
+	pep, err := d.Fab.PassiveEndpoint(&d.Info)
+	if err == nil {
+		if err = pep.Bind(eq); err == nil {
+			if bound != nil {
+				bound()
+			}
+			if err = pep.Listen(); err == nil {
+				return eq, pep, nil
+			}
+		}
+		_ = pep.Close()
+	}
+	_ = eq.Close()
+	return nil, nil, err
+}
+
 // Close closes the domain and the fabric; the objects opened on them are
 // closed already.
 func (d *Domain) Close() {

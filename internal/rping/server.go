@@ -33,15 +33,10 @@ func Listen(ctx context.Context, cfg Config, stdout, stderr io.Writer) (*Server,
 	if s.d, err = openDomain(ctx, cfg, cfg.Addr); err != nil {
 		return nil, err
 	}
-	if s.eq, err = s.d.Fab.EQ(16); err == nil {
-		if s.pep, err = s.d.Fab.PassiveEndpoint(&s.d.Info); err == nil {
-			if err = s.pep.Bind(s.eq); err == nil {
-				s.o.debugf("rdma_bind_addr successful")
-				s.o.debugf("rdma_listen")
-				err = s.pep.Listen()
-			}
-		}
-	}
+	s.eq, s.pep, err = s.d.Listen(16, func() {
+		s.o.debugf("rdma_bind_addr successful")
+		s.o.debugf("rdma_listen")
+	})
 	if err != nil {
 		at := netip.AddrPortFrom(s.d.Info.Src, cfg.Port)
 		s.Close()

@@ -215,21 +215,12 @@ func rdmaServer(ctx context.Context, cfg RDMAConfig) error {
 		return err
 	}
 	defer d.Close()
-	eq, err := d.Fab.EQ(16)
-	if err != nil {
-		return fmt.Errorf("rdma_create_ep: %w", err)
-	}
-	defer eq.Close()
-	pep, err := d.Fab.PassiveEndpoint(&d.Info)
-	if err == nil {
-		if err = pep.Bind(eq); err == nil {
-			err = pep.Listen()
-		}
-		defer pep.Close()
-	}
+	eq, pep, err := d.Listen(16, nil)
 	if err != nil {
 		return fmt.Errorf("rdma_listen on %v: %w", netip.AddrPortFrom(d.Info.Src, cfg.Port), err)
 	}
+	defer eq.Close()
+	defer pep.Close()
 	var req fabric.Event
 	for req.Kind != fabric.EventConnReq {
 		if req, err = eq.Read(ctx); err != nil {

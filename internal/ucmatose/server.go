@@ -37,13 +37,7 @@ func Listen(ctx context.Context, cfg Config, stdout, stderr io.Writer) (*Server,
 	}
 	// One event channel for the listener and every connection, as
 	// cmatose has: requests, establishments and disconnects.
-	if s.eq, err = s.d.Fab.EQ(4*cfg.Connections + 64); err == nil {
-		if s.pep, err = s.d.Fab.PassiveEndpoint(&s.d.Info); err == nil {
-			if err = s.pep.Bind(s.eq); err == nil {
-				err = s.pep.Listen()
-			}
-		}
-	}
+	s.eq, s.pep, err = s.d.Listen(4*cfg.Connections+64, nil)
 	if err != nil {
 		err = fmt.Errorf("cmatose: failure trying to listen on %v: %w", netip.AddrPortFrom(s.d.Info.Src, cfg.Port), err)
 		s.Close()

@@ -311,13 +311,7 @@ func ListenUD(ctx context.Context, cfg UDConfig, stdout, stderr io.Writer) (*UDS
 		s.end(err)
 		return nil, err
 	}
-	if s.eq, err = s.d.Fab.EQ(cfg.Connections + 64); err == nil {
-		if s.pep, err = s.d.Fab.PassiveEndpoint(&s.d.Info); err == nil {
-			if err = s.pep.Bind(s.eq); err == nil {
-				err = s.pep.Listen()
-			}
-		}
-	}
+	s.eq, s.pep, err = s.d.Listen(cfg.Connections+64, nil)
 	if err != nil {
 		err = fmt.Errorf("udaddy: failure trying to listen on %v: %w", netip.AddrPortFrom(s.d.Info.Src, cfg.Port), err)
 		s.Close()
