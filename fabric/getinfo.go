@@ -263,10 +263,15 @@ func offer(d devInfo, t EPType, h *Hints) (Info, string) {
 // hfiCandidates are the HFI units (hfi1_N, hfidev/hfidevice) GetInfo may
 // offer: the one Domain.Name names (an error saying why when it is not
 // usable), or every usable unit, whose address is node if node is valid.
+// A unit serves as many queues as its own peers-file line lists receive
+// contexts, no more and no fewer (Domain.Queues, if set, must be that),
+// and only while that many of its user contexts are free
+// (hfidevice.Host.Queues).
 func hfiCandidates(h *Hints, node netip.Addr) ([]devInfo, error) {
 	host := hfidevice.DefaultHost
 	var units []hfidevice.Unit
-	if _, ok := hfidevice.UnitNumber(h.Domain.Name); ok {
+	_, byName := hfidevice.UnitNumber(h.Domain.Name)
+	if byName {
 		u, err := host.Unit(h.Domain.Name, "")
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrNoData, err)
@@ -283,7 +288,14 @@ func hfiCandidates(h *Hints, node netip.Addr) ([]devInfo, error) {
 		if node.IsValid() && addr != node {
 			continue
 		}
-		out = append(out, devInfo{provider: ProviderSoftfabric, name: u.Name, addr: addr, mtu: hfilink.DefaultMTU, queues: 1})
+		queues, err := host.Queues(u, h.Domain.Queues)
+		if err != nil && byName {
+			return nil, fmt.Errorf("%w: %w", ErrNoData, err)
+		}
+		if err != nil {
+			continue
+		}
+		out = append(out, devInfo{provider: ProviderSoftfabric, name: u.Name, addr: addr, mtu: hfilink.DefaultMTU, queues: queues})
 	}
 	if len(out) == 0 && len(units) == 1 && h.Domain.Name != "" {
 		return nil, fmt.Errorf("%w: %s goes by %v, not %v", ErrNoData, h.Domain.Name, units[0].Self.GID.Unmap(), node)

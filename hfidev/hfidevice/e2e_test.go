@@ -27,6 +27,8 @@ type side struct {
 	av   *fabric.AV // DGRAM
 	buf  []byte
 	done []fabric.Completion
+	// shared: the fabric and domain are another side's (endpoint).
+	shared bool
 }
 
 const bufSize = 1 << 20
@@ -48,7 +50,7 @@ func openSide(t *testing.T, d *device.Device, gid netip.Addr, typ fabric.EPType,
 // DeviceInfo's).
 func openInfo(t *testing.T, info fabric.Info, typ fabric.EPType, w int) *side {
 	t.Helper()
-	s := &side{buf: make([]byte, bufSize)}
+	s := &side{}
 	var err error
 	if s.fab, err = fabric.OpenFabric(&info); err != nil {
 		t.Fatal(err)
@@ -56,6 +58,24 @@ func openInfo(t *testing.T, info fabric.Info, typ fabric.EPType, w int) *side {
 	if s.dom, err = s.fab.Domain(&info); err != nil {
 		t.Fatal(err)
 	}
+	s.open(t, info, typ, w)
+	return s
+}
+
+// endpoint opens another side on s's domain, with its own CQ, buffer and
+// endpoint of type typ on worker w. Close it before s.
+func (s *side) endpoint(t *testing.T, info fabric.Info, typ fabric.EPType, w int) *side {
+	t.Helper()
+	e := &side{fab: s.fab, dom: s.dom, shared: true}
+	e.open(t, info, typ, w)
+	return e
+}
+
+// open opens the side's CQ, buffer and endpoint on its domain.
+func (s *side) open(t *testing.T, info fabric.Info, typ fabric.EPType, w int) {
+	t.Helper()
+	s.buf = make([]byte, bufSize)
+	var err error
 	if s.cq, err = s.dom.CQ(256); err != nil {
 		t.Fatal(err)
 	}
@@ -83,11 +103,10 @@ func openInfo(t *testing.T, info fabric.Info, typ fabric.EPType, w int) *side {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.close)
-	return s
 }
 
-// close closes the side's objects (once): its domain stops driving the
-// device, whose engine counters may then be read.
+// close closes the side's objects (once): its domain, unless shared,
+// stops driving the device, whose engine counters may then be read.
 func (s *side) close() {
 	if s.fab == nil {
 		return
@@ -98,8 +117,10 @@ func (s *side) close() {
 	}
 	_ = s.mr.Close()
 	_ = s.cq.Close()
-	_ = s.dom.Close()
-	_ = s.fab.Close()
+	if !s.shared {
+		_ = s.dom.Close()
+		_ = s.fab.Close()
+	}
 	s.fab = nil
 }
 

@@ -160,14 +160,17 @@ func (p *Pair) Close() error {
 // units back to back in the place of real ones: hfi1_0 (LID 1) and
 // hfi1_1 (LID 2) as character devices in a fake /dev, served by the
 // units through the sys seam; a fake sysfs saying their ports are ACTIVE
-// (GIDs fe80::11:7501:101:N); and a peers file for each in PeersDir
-// giving them the addresses DefaultGIDs and their first receive
-// contexts. For tests: nothing here is hardware.
+// (GIDs fe80::11:7501:101:N) and how many user contexts each has and has
+// free (nctxts, nfreectxts: the model's count when read); and a peers
+// file for each in PeersDir giving them the addresses DefaultGIDs and
+// their first receive contexts (PeerLine(i, 1)). For tests: nothing here
+// is hardware.
 type ModelHost struct {
 	Host
 	Units [2]*model.Unit
 	Wire  *model.Wire
-	// SysfsFiles is Host.Sysfs, for tests to change (a port's state).
+	// SysfsFiles are Host.Sysfs's files (nfreectxts aside), for tests to
+	// change (a port's state).
 	SysfsFiles fstest.MapFS
 	// Peers are the lines NewModelHost wrote to both peers files.
 	Peers []string
@@ -178,6 +181,7 @@ type ModelHost struct {
 func NewModelHost(chip abi.Chip, peersDir string) (*ModelHost, error) {
 	dev, sysfs := fstest.MapFS{}, fstest.MapFS{}
 	nodes := map[string]sys.Sys{}
+	units := map[string]*model.Unit{}
 	m := &ModelHost{SysfsFiles: sysfs}
 	for i := range m.Units {
 		cfg := model.DefaultConfig(chip)
@@ -190,14 +194,18 @@ func NewModelHost(chip abi.Chip, peersDir string) (*ModelHost, error) {
 		name := fmt.Sprintf("hfi1_%d", i)
 		dev[name] = &fstest.MapFile{Mode: fs.ModeCharDevice | 0o666}
 		nodes["/dev/"+name] = modelNode{Unit: u, path: "/dev/" + name}
+		units[name] = u
+		sysfs[name+"/nctxts"] = &fstest.MapFile{Data: fmt.Appendf(nil, "%d\n", cfg.UserContexts)}
 		port := name + "/ports/1/"
 		sysfs[port+"lid"] = &fstest.MapFile{Data: fmt.Appendf(nil, "0x%x\n", cfg.LID)}
 		sysfs[port+"state"] = &fstest.MapFile{Data: []byte("4: ACTIVE\n")}
 		sysfs[port+"gids/0"] = &fstest.MapFile{Data: fmt.Appendf(nil, "fe80:0000:0000:0000:0011:7501:0101:%04x\n", i+1)}
-		m.Peers = append(m.Peers, fmt.Sprintf("%v %d %d # %s", DefaultGIDs[i].Unmap(), cfg.LID, cfg.FirstUserCtxt, name))
+	}
+	for i := range m.Units {
+		m.Peers = append(m.Peers, m.PeerLine(i, 1))
 	}
 	m.Wire = model.Connect(m.Units[0], m.Units[1])
-	m.Host = Host{Dev: dev, DevDir: "/dev", Sysfs: sysfs, PeersDir: peersDir,
+	m.Host = Host{Dev: dev, DevDir: "/dev", Sysfs: modelSysfs{files: sysfs, units: units}, PeersDir: peersDir,
 		Sys: func(path string) sys.Sys { return nodes[path] }}
 	for i := range m.Units {
 		if err := m.WritePeers(i, m.Peers); err != nil {
@@ -207,10 +215,38 @@ func NewModelHost(chip abi.Chip, peersDir string) (*ModelHost, error) {
 	return m, nil
 }
 
+// PeerLine is unit i's peers-file line listing its first n user
+// contexts, the ones a process opening n contexts on an idle unit is
+// assigned: "127.0.0.1 1 3,4 # hfi1_0" for unit 0 and n = 2.
+func (m *ModelHost) PeerLine(i, n int) string {
+	cfg := m.Units[i].Config()
+	ctxts := make([]string, n)
+	for j := range ctxts {
+		ctxts[j] = fmt.Sprint(cfg.FirstUserCtxt + j)
+	}
+	return fmt.Sprintf("%v %d %s # hfi1_%d", DefaultGIDs[i].Unmap(), cfg.LID, strings.Join(ctxts, ","), i)
+}
+
 // WritePeers writes lines as unit i's peers file.
 func (m *ModelHost) WritePeers(i int, lines []string) error {
 	text := "# ADDR LID CTXT[,CTXT...]\n\n" + strings.Join(lines, "\n") + "\n"
 	return os.WriteFile(filepath.Join(m.PeersDir, fmt.Sprintf("hfi1_%d.peers", i)), []byte(text), 0o644)
+}
+
+// modelSysfs is ModelHost's sysfs: its SysfsFiles, and each unit's
+// nfreectxts, the model's count when the file is opened (as the driver
+// computes it when read).
+type modelSysfs struct {
+	files fstest.MapFS
+	units map[string]*model.Unit
+}
+
+func (s modelSysfs) Open(name string) (fs.File, error) {
+	if unit, ok := strings.CutSuffix(name, "/nfreectxts"); ok && s.units[unit] != nil {
+		free := fmt.Appendf(nil, "%d\n", s.units[unit].FreeContexts())
+		return fstest.MapFS{name: {Data: free, Mode: 0o444}}.Open(name)
+	}
+	return s.files.Open(name)
 }
 
 // modelNode is a modeled unit answering for a /dev node path, as the

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -158,25 +159,117 @@ func parsePeer(fields []string) (hfilink.Node, error) {
 		if err != nil {
 			return node, fmt.Errorf("context %q", c)
 		}
+		// Two workers cannot both own one context.
+		if slices.Contains(node.Ctxts, uint16(n)) {
+			return node, fmt.Errorf("context %d listed twice", n)
+		}
 		node.Ctxts = append(node.Ctxts, uint16(n))
 	}
 	return node, nil
 }
 
+// Contexts reads how many user contexts unit name has (nctxts: the
+// fewer of its user receive and send contexts) and how many no process
+// has assigned now (nfreectxts), from the files the hfi1 driver's
+// sysfs.c writes beside ports/; -1 for a file sysfs does not have.
+func (h Host) Contexts(name string) (total, free int, err error) {
+	read := func(f string) (int, error) {
+		b, err := fs.ReadFile(h.Sysfs, name+"/"+f)
+		if errors.Is(err, fs.ErrNotExist) {
+			return -1, nil
+		}
+		if err != nil {
+			return -1, fmt.Errorf("hfidevice: %s: %w", name, err)
+		}
+		n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 16)
+		if err != nil {
+			return -1, fmt.Errorf("hfidevice: %s: %s %q", name, f, b)
+		}
+		return int(n), nil
+	}
+	if total, err = read("nctxts"); err != nil {
+		return -1, -1, err
+	}
+	free, err = read("nfreectxts")
+	return total, free, err
+}
+
 // Unit is a unit as opening it by name would see it: its port, its own
-// node (LID and the address it goes by) and its peers.
+// node (LID, the address it goes by and the receive contexts its peers
+// send to) and its peers.
 type Unit struct {
 	Name  string
 	Port  Port
 	Self  hfilink.Node
 	Peers []hfilink.Node
+	// Contexts is how many user contexts the unit has (sysfs nctxts;
+	// -1 if sysfs does not say).
+	Contexts int
+}
+
+// Queues is how many queues (contexts, and workers) the unit serves when
+// opened: as many as its own peers-file line lists receive contexts,
+// since its peers send a packet for QPN q to that line's context q % n
+// (hfilink), whatever they opened themselves; one without such a line.
+func (u Unit) Queues() int { return max(len(u.Self.Ctxts), 1) }
+
+// CheckQueues says why the unit cannot serve n queues (ErrPeers), nil if
+// it can: n must be Queues, for serving fewer contexts than the line lists
+// would leave packets in contexts no worker reads (or another process
+// owns), and more would draw QPNs that peers send to another context.
+func (u Unit) CheckQueues(n int) error {
+	lid, have := u.Port.LID, len(u.Self.Ctxts)
+	switch {
+	case have == 0 && n > 1:
+		return fmt.Errorf("%w: %s: no line for LID %d lists the unit's receive contexts; %d queues need one listing %d",
+			ErrPeers, u.Name, lid, n, n)
+	case have > 0 && n > have:
+		return fmt.Errorf("%w: %s: line for LID %d lists %s; %d queues need %d", ErrPeers, u.Name, lid, rcvContexts(have), n, n)
+	case have > 0 && n < have:
+		return fmt.Errorf("%w: %s: line for LID %d lists %s, which peers send to by QPN; %d queue%s would leave %d unserved",
+			ErrPeers, u.Name, lid, rcvContexts(have), n, plural(n), have-n)
+	}
+	return nil
+}
+
+// Queues says how many queues unit u serves if a domain opens it now:
+// asked, or Queues where asked is 0. It fails when CheckQueues refuses
+// them (ErrPeers) or fewer user contexts than that are free now
+// (nfreectxts; device.ErrBusy, as opening would fail).
+func (h Host) Queues(u Unit, asked int) (int, error) {
+	n := u.Queues()
+	if asked > 0 {
+		n = asked
+	}
+	if err := u.CheckQueues(n); err != nil {
+		return 0, err
+	}
+	_, free, err := h.Contexts(u.Name)
+	if err != nil {
+		return 0, err
+	}
+	if free >= 0 && free < n {
+		return 0, fmt.Errorf("%w: %s: %d free user context%s (nfreectxts); %d queue%s need %d", device.ErrBusy, u.Name, free, plural(free), n, plural(n), n)
+	}
+	return n, nil
+}
+
+func rcvContexts(n int) string { return fmt.Sprintf("%d receive context%s", n, plural(n)) }
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }
 
 // Unit reads unit name's port and peers file (peers; "" means
 // PeersDir/name.peers) and checks that it can be opened: a node in Dev
 // (hfidev.ErrNoDevice), an ACTIVE port with a LID (ErrPortNotActive), a
-// readable peers file (ErrPeers). The peers file's line with the unit's
-// own LID gives the address it goes by; without one it is the port GID.
+// readable peers file (ErrPeers) whose line for the unit, if any, lists
+// no more receive contexts than the unit has user contexts (ErrPeers).
+// That line gives the address it goes by and the contexts it serves;
+// without one it goes by the port GID and serves one context.
 func (h Host) Unit(name, peers string) (Unit, error) {
 	u := Unit{Name: name}
 	if _, ok := UnitNumber(name); !ok {
@@ -202,38 +295,63 @@ func (h Host) Unit(name, peers string) (Unit, error) {
 	u.Self = hfilink.Node{LID: u.Port.LID, GID: u.Port.GID}
 	for _, p := range all {
 		if p.LID == u.Port.LID {
-			u.Self.GID = p.GID
+			u.Self.GID, u.Self.Ctxts = p.GID, p.Ctxts
 		} else {
 			u.Peers = append(u.Peers, p)
 		}
 	}
+	if u.Contexts, _, err = h.Contexts(name); err != nil {
+		return u, err
+	}
+	if u.Contexts >= 0 && len(u.Self.Ctxts) > u.Contexts {
+		return u, fmt.Errorf("%w: %s: line for LID %d lists %s; the unit has %d user context%s (nctxts)",
+			ErrPeers, name, u.Port.LID, rcvContexts(len(u.Self.Ctxts)), u.Contexts, plural(u.Contexts))
+	}
 	return u, nil
 }
 
-// Open opens unit name ("hfi1_N") as a device: o.Queues contexts (0: one)
-// on the unit's node, through h.Sys, a link and a worker on each, its
-// addresses from Unit (o.Peers is the peers file). It never falls back
-// to a model.
+// Open opens unit name ("hfi1_N") as a device: Unit.Queues contexts on
+// the unit's node (o.Queues, if not 0, must be that many: CheckQueues),
+// through h.Sys, a link and a worker on each, its addresses from Unit
+// (o.Peers is the peers file). The driver must assign the contexts the
+// unit's peers-file line lists, in order (ErrPeers otherwise: another
+// process holds one). It never falls back to a model.
 func (h Host) Open(name string, o device.OpenOptions) (*device.Device, error) {
 	u, err := h.Unit(name, o.Peers)
 	if err != nil {
 		return nil, err
 	}
+	queues := u.Queues()
+	if o.Queues > 0 {
+		if err := u.CheckQueues(o.Queues); err != nil {
+			return nil, err
+		}
+	}
 	n, _ := UnitNumber(name)
 	var links []*hfilink.Link
-	fail := func(err error) (*device.Device, error) {
+	closeLinks := func() {
 		for _, l := range links {
 			_ = l.Close()
 		}
+	}
+	fail := func(err error) (*device.Device, error) {
+		closeLinks()
 		return nil, fmt.Errorf("hfidevice: %s: %w", name, err)
 	}
-	for range max(o.Queues, 1) {
+	for i := range queues {
 		c, err := hfidev.OpenUnitIn(h.Sys(h.DevDir+"/"+name), h.Dev, h.DevDir, n, hfidev.Options{})
 		if errors.Is(err, unix.EBUSY) { // every user context assigned
 			return fail(fmt.Errorf("%w: %w", device.ErrBusy, err))
 		}
 		if err != nil {
 			return fail(err)
+		}
+		// Peers send worker i's queue pairs to the line's i-th context.
+		if len(u.Self.Ctxts) > 0 && c.Info.Ctxt != u.Self.Ctxts[i] {
+			_ = c.Close()
+			closeLinks()
+			return nil, fmt.Errorf("%w: %s: the driver assigned receive context %d to worker %d; the line for LID %d lists %d (another process holds it, or the line is wrong)",
+				ErrPeers, name, c.Info.Ctxt, i, u.Port.LID, u.Self.Ctxts[i])
 		}
 		l, err := hfilink.New(c, hfilink.Config{Self: u.Self, Peers: u.Peers})
 		if err != nil {

@@ -185,6 +185,20 @@ func (u *Unit) Munmap(r sys.Region) error {
 	return nil
 }
 
+// FreeContexts is how many user contexts no file has assigned: the
+// driver's freectxts, which its sysfs shows as nfreectxts.
+func (u *Unit) FreeContexts() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	n := 0
+	for _, c := range u.ctxts {
+		if c == nil {
+			n++
+		}
+	}
+	return n
+}
+
 // OpenFiles is the number of open descriptors, and Mapped the number of
 // live mappings: tests use them to prove set-up failures leak nothing.
 func (u *Unit) OpenFiles() int {
