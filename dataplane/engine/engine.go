@@ -47,6 +47,7 @@ type Stats struct {
 type Node struct {
 	link   link.Link
 	failer link.Failer // link, when it can fail for good
+	placer link.Placer // link, when its device places payloads itself
 	byQPN  []int32     // QPN → slot + 1; 0 where none
 	slots  []slot
 	free   []int32 // slots of detached queue pairs, for reuse
@@ -87,6 +88,7 @@ func New(l link.Link) *Node {
 		views: make([][]byte, link.IdealBatch),
 	}
 	n.failer, _ = l.(link.Failer)
+	n.placer, _ = l.(link.Placer)
 	mem := make([]byte, link.IdealBatch*l.MaxFrame())
 	for i := range n.rx {
 		n.rx[i] = mem[i*l.MaxFrame() : (i+1)*l.MaxFrame()]
@@ -163,7 +165,7 @@ func (n *Node) Poll(now int64) (bool, error) {
 		// keeps nothing of a frame past Receive.
 		k := zc.RecvZC(n.views)
 		for _, f := range n.views[:k] {
-			n.deliver(f, now, true)
+			n.deliver(f, nil, now, true)
 		}
 		zc.ReleaseRx()
 		n.stats.RxFrames += uint64(k)
@@ -179,7 +181,13 @@ func (n *Node) Poll(now int64) (bool, error) {
 			return false, err
 		}
 		for i := 0; i < k; i++ {
-			n.deliver(n.rx[i][:n.sizes[i]], now, true)
+			var placed []byte
+			if n.placer != nil {
+				if v, ok := n.placer.Placed(i); ok {
+					placed = v
+				}
+			}
+			n.deliver(n.rx[i][:n.sizes[i]], placed, now, true)
 		}
 		n.stats.RxFrames += uint64(k)
 		got += k
@@ -195,9 +203,18 @@ func (n *Node) Poll(now int64) (bool, error) {
 // queue pair another node of the group owns goes to that node when
 // mayHandOff (frames from the link, not those already handed over), with
 // its ICRC still unchecked: the owner checks it, once.
-func (n *Node) deliver(frame []byte, now int64, mayHandOff bool) {
+//
+// A placed payload (non-nil: link.Placer) is the frame's payload where the
+// device put it; the frame's own payload bytes are unset and its ICRC was
+// checked by the link. Handed over, such a frame gets its payload copied
+// in, as its new owner sees only the frame.
+func (n *Node) deliver(frame, placed []byte, now int64, mayHandOff bool) {
 	p := &n.pkt
 	if err := p.Parse(frame); err != nil {
+		n.stats.Malformed++
+		return
+	}
+	if placed != nil && len(placed) != len(p.Payload) {
 		n.stats.Malformed++
 		return
 	}
@@ -207,12 +224,15 @@ func (n *Node) deliver(frame []byte, now int64, mayHandOff bool) {
 		s = n.byQPN[qpn]
 		if s == 0 && mayHandOff && n.group != nil {
 			if o := int(n.group.owner[qpn].Load()) - 1; o >= 0 && o != n.id {
+				copy(p.Payload, placed) // its new owner sees only the frame
 				n.handOff(o, frame)
 				return
 			}
 		}
 	}
-	if !p.CheckICRC() {
+	if placed != nil {
+		p.Payload = placed
+	} else if !p.CheckICRC() {
 		n.stats.BadICRC++
 		return
 	}

@@ -260,7 +260,7 @@ func (n *Node) receiveHandedIn(now int64) int {
 	for _, r := range n.in {
 		k := r.Peek(n.views)
 		for _, f := range n.views[:k] {
-			n.deliver(f, now, false)
+			n.deliver(f, nil, now, false)
 		}
 		r.Release()
 		n.stats.HandedIn += uint64(k)

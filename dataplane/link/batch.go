@@ -11,17 +11,35 @@ type Batch struct {
 	bufs   [][]byte // full-size buffers, one per slot (nil over a framer)
 	frames [][]byte // filled frames: bufs[i][:len], or the framer's buffers
 	framer TxFramer
-	size   int // slots, over a framer
+	size   int      // slots, over a framer
+	expect Expecter // the link, when it takes expectations
 }
 
 // NewBatchFor returns a batch of size frames for sending on l: built in
 // l's transmit buffers when l is a TxFramer whose buffers hold its largest
 // frame, in buffers of the batch's own otherwise.
 func NewBatchFor(l Link, size int) *Batch {
+	var b *Batch
 	if f, ok := l.(TxFramer); ok && f.TxBufSize() >= l.MaxFrame() {
-		return &Batch{framer: f, size: size, frames: make([][]byte, 0, size)}
+		b = &Batch{framer: f, size: size, frames: make([][]byte, 0, size)}
+	} else {
+		b = NewBatch(size, l.MaxFrame())
 	}
-	return NewBatch(size, l.MaxFrame())
+	b.expect, _ = l.(Expecter)
+	return b
+}
+
+// Expects reports whether the batch's link takes expectations: whether
+// Expect does anything.
+func (b *Batch) Expects() bool { return b.expect != nil }
+
+// Expect hands e to the batch's link if it is an Expecter. Call it before
+// committing the frame that makes the peer send the data (a READ
+// request), so that the link's notice to the peer goes first.
+func (b *Batch) Expect(e *Expectation) {
+	if b.expect != nil {
+		b.expect.Expect(e)
+	}
 }
 
 // InPlace reports whether the batch builds frames in the link's buffers.

@@ -91,3 +91,43 @@ type TxFramer interface {
 	// cannot take yet stay queued in the link for the next Flush.
 	Flush() error
 }
+
+// Expectation announces a run of RC data packets this end will receive
+// and where their payload goes: packet k (PSN + k) carries bytes
+// [k×MTU, (k+1)×MTU) of Buf, the last one the rest. The transport makes
+// one for each RDMA READ it asks for (the responses' payload goes to the
+// local buffer) and for each multi-packet RDMA WRITE it accepts (the
+// packets after the first go to the target buffer).
+type Expectation struct {
+	Peer    [16]byte // the sender's address (its GID, 16-byte form)
+	PeerQPN uint32   // the sender's queue pair
+	QPN     uint32   // this end's queue pair: the packets' destination
+	PSN     uint32   // the first packet's PSN
+	Packets uint32   // how many packets
+	MTU     int      // payload bytes of every packet but the last
+	Buf     []byte   // where the payload goes, len = the total
+}
+
+// Expecter is a Link whose device can place the payload of announced
+// packets straight into memory (an HFI's expected receive): the sender's
+// device writes it where the Expectation says, and the receiver copies
+// nothing. The link may take an expectation or ignore it (too small, no
+// resources); the transport's behaviour is the same either way, since
+// packets it did not place arrive as usual, and Placer says which were.
+type Expecter interface {
+	// Expect announces e. It is called on the engine's goroutine, must not
+	// block, and must not keep e past the call (Buf it may keep: the
+	// memory stays the transport's).
+	Expect(e *Expectation)
+}
+
+// Placer is a Link whose Recv may return frames whose payload the device
+// already placed (see Expecter). Such a frame has every header and its
+// full length, but its payload bytes are not filled in; Placed gives
+// the payload where it lies, and the link has checked the frame's ICRC
+// over it.
+type Placer interface {
+	// Placed reports the payload of frame i of the last Recv if the device
+	// placed it, and false for an ordinary frame.
+	Placed(i int) ([]byte, bool)
+}

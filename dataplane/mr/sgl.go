@@ -78,8 +78,18 @@ func (t *Table) Scatter(sgl []SGE, off int, src []byte) (int, error) {
 		if err != nil {
 			return n, err
 		}
-		n += copy(b[off:], src[n:])
+		n += Place(b[off:], src[n:])
 		off = 0
 	}
 	return n, nil
+}
+
+// Place copies src to dst, as copy does, except when the two already
+// start at the same byte: a payload the device placed where it belongs
+// (link.Placer) is not copied onto itself.
+func Place(dst, src []byte) int {
+	if len(dst) > 0 && len(src) > 0 && &dst[0] == &src[0] {
+		return min(len(dst), len(src))
+	}
+	return copy(dst, src)
 }

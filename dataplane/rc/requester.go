@@ -120,6 +120,8 @@ type requester struct {
 	respFront psn.PSN
 	// asks counts the requests with askAgain set.
 	asks int
+	// exp is the announcement of a read's responses (expectRead).
+	exp link.Expectation
 	// rdAtomic counts reads and atomics started and not completed.
 	rdAtomic int
 	// retries and rnrRetries are what is left of the retry counters; they
@@ -307,6 +309,9 @@ func (r *requester) sendPacket(q *QP, w *sendWQE, b *link.Batch, now int64) bool
 			from = p
 		}
 		off = uint32(from.Diff(w.first)) * uint32(q.mtu)
+		if b.Expects() && b.Room() > 0 {
+			r.expectRead(q, w, from, off, b)
+		}
 		f, h := q.frame(b, wire.RCReadRequest, 0)
 		if f == nil {
 			return false
@@ -471,6 +476,25 @@ const (
 	minProbeSlack = 50_000
 	maxProbes     = 3
 )
+
+// expectRead tells a link that places payloads where the responses to
+// the read request for w from PSN from (byte off of w) go, when that is
+// one buffer.
+func (r *requester) expectRead(q *QP, w *sendWQE, from psn.PSN, off uint32, b *link.Batch) {
+	if len(w.wr.SGL) != 1 || off >= w.length {
+		return
+	}
+	sge := &w.wr.SGL[0]
+	buf, err := q.mrs.Local(sge.LKey, sge.Addr+uint64(off), w.length-off, mr.LocalWrite)
+	if err != nil {
+		return // the responses will fail to land, as without the link's help
+	}
+	r.exp = link.Expectation{
+		Peer: q.path.Dst16(), PeerQPN: q.attr.DestQPN, QPN: q.qpn,
+		PSN: uint32(from), Packets: uint32(w.last().Diff(from)) + 1, MTU: q.mtu, Buf: buf,
+	}
+	b.Expect(&r.exp)
+}
 
 // askAgain schedules a repeated request for what is missing from w's
 // response. Once asked, w is not asked again for the same missing packet

@@ -69,6 +69,12 @@ type responder struct {
 	off  uint32
 	wbuf []byte
 	wlen uint32
+	// expectFrom is the PSN of the write in progress whose later packets
+	// the link may place (link.Expecter), told on the next transmit; exp
+	// the announcement.
+	expectFrom psn.PSN
+	expecting  bool
+	exp        link.Expectation
 
 	out     []respItem
 	outMask uint32
@@ -369,12 +375,15 @@ func (s *responder) write(q *QP, p *wire.Packet, ps psn.PSN, n uint32) {
 			s.wbuf = buf
 		}
 		s.cur, s.off = inWrite, 0
+		if m&wire.MaskLast == 0 {
+			s.expectFrom, s.expecting = ps, true
+		}
 	}
 	if uint64(s.off)+uint64(n) > uint64(s.wlen) {
 		s.fatal(q, ps, wire.NAKInvalidRequest)
 		return
 	}
-	copy(s.wbuf[s.off:], p.Payload)
+	mr.Place(s.wbuf[s.off:], p.Payload)
 	s.off += n
 	if m&wire.MaskLast != 0 {
 		if s.off != s.wlen {
@@ -472,6 +481,9 @@ func (s *responder) atomic(q *QP, p *wire.Packet, ps psn.PSN) {
 
 // transmit sends queued responses in order while b has room.
 func (s *responder) transmit(q *QP, b *link.Batch) {
+	if s.expecting {
+		s.expect(q, b)
+	}
 	for s.outHead != s.outTail && b.Room() > 0 {
 		it := &s.out[s.outHead&s.outMask]
 		switch it.kind {
@@ -494,6 +506,23 @@ func (s *responder) transmit(q *QP, b *link.Batch) {
 		}
 		s.outHead++
 	}
+}
+
+// expect tells a link that places payloads where the rest of the write
+// in progress goes, if it is still in progress: the packets after those
+// that arrived since its first.
+func (s *responder) expect(q *QP, b *link.Batch) {
+	s.expecting = false
+	if !b.Expects() || s.cur != inWrite || s.off >= s.wlen {
+		return
+	}
+	k := s.off / uint32(q.mtu) // packets placed: s.off is whole packets until the last
+	s.exp = link.Expectation{
+		Peer: q.path.Dst16(), PeerQPN: q.attr.DestQPN, QPN: q.qpn,
+		PSN: uint32(s.expectFrom.Add(k)), Packets: npackets(s.wlen, q.mtu) - k, MTU: q.mtu,
+		Buf: s.wbuf[s.off:s.wlen],
+	}
+	b.Expect(&s.exp)
 }
 
 // readPacket sends the next packet of a read response and reports whether

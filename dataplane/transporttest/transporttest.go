@@ -111,11 +111,16 @@ func NewPair(cfg memlink.Config) *Pair {
 // Frames in flight on them are invisible to Step, which moves the clock
 // only to the next timer when both nodes are idle: the links must deliver
 // at once, as the model's wire does. Host A's IP is 198.18.0.1, B's
-// 198.18.0.2.
+// 198.18.0.2. The nodes use the links directly, with no Filter, so that
+// everything a link offers besides link.Link (building frames in place,
+// placing payloads) reaches them.
 func NewLinkPair(a, b link.Link) *Pair {
 	p := &Pair{Quantum: 1000}
 	p.A = newHost(a, nil, 1)
 	p.B = newHost(b, nil, 2)
+	for _, h := range []*Host{p.A, p.B} {
+		h.Node, h.Filter = engine.New(h.Filter.Link), nil
+	}
 	return p
 }
 

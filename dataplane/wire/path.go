@@ -214,3 +214,16 @@ func FlowLabelSourcePort(fl uint32) uint16 {
 func SourcePort(qpn, destQPN uint32) uint16 {
 	return FlowLabelSourcePort(QPFlowLabel(qpn, destQPN))
 }
+
+// Dst16 is the destination address in 16-byte form (IPv4 mapped); zero
+// for the zero Path.
+func (p *Path) Dst16() [16]byte {
+	switch {
+	case p.hlen == 0:
+		return [16]byte{}
+	case p.ipv6:
+		return IPv6(p.hdr[p.l3:]).DestinationAddress().As16()
+	default:
+		return IPv4(p.hdr[p.l3:]).DestinationAddress().As16()
+	}
+}
