@@ -53,11 +53,12 @@ type Context struct {
 	// Chip is decoded from Base.HWVersion.
 	Chip abi.Chip
 
-	maps [abi.MmapRcvRHEQ + 1]Mapping
-	pio  *PIO
-	rcv  *Receiver
-	sdma *SDMA
-	tids []abi.TIDEntry // the TID ioctls' tidlist; see tidScratch
+	maps   [abi.MmapRcvRHEQ + 1]Mapping
+	pio    *PIO
+	rcv    *Receiver
+	sdma   *SDMA
+	tids   []abi.TIDEntry        // the TID ioctls' tidlist; see tidScratch
+	tidArg [abi.TIDInfoSize]byte // the TID ioctls' argument; see tidIoctl
 }
 
 // OpenContext opens the device at path through s and sets up a context as

@@ -47,10 +47,23 @@ func (m *TIDMap) From(off int) ([]abi.TIDEntry, int, bool) {
 // and untouched by the chip's other users until TIDFree: the driver pins
 // its pages and the chip writes them. When the context's share of the
 // RcvArray runs out part-way the map covers less than buf; when none is
-// left the error wraps ENOSPC. Not on a data path: it allocates.
+// left the error wraps ENOSPC. It allocates the map; TIDUpdateInto does
+// not.
 func (c *Context) TIDUpdate(buf []byte) (*TIDMap, error) {
+	m := &TIDMap{}
+	if err := c.TIDUpdateInto(buf, m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// TIDUpdateInto is TIDUpdate into m, whose Entries' capacity it reuses
+// (growing it only when too small): on a data path that programs buffers
+// as it goes, nothing is allocated once m has grown. On error m is
+// unchanged.
+func (c *Context) TIDUpdateInto(buf []byte, m *TIDMap) error {
 	if len(buf) == 0 || uint64(len(buf)) > 1<<32-1 || uintptr(unsafe.Pointer(&buf[0]))%abi.PageSize != 0 {
-		return nil, fmt.Errorf("%w: %d bytes", ErrTIDBuffer, len(buf))
+		return fmt.Errorf("%w: %d bytes", ErrTIDBuffer, len(buf))
 	}
 	list := c.tidScratch()
 	ti := abi.TIDInfo{
@@ -59,12 +72,12 @@ func (c *Context) TIDUpdate(buf []byte) (*TIDMap, error) {
 		Length:  uint32(len(buf)),
 	}
 	if err := c.tidIoctl(abi.IoctlTIDUpdate, &ti); err != nil {
-		return nil, err
+		return err
 	}
 	runtime.KeepAlive(buf)
-	m := &TIDMap{Buf: buf[:min(int(ti.Length), len(buf))], Entries: make([]abi.TIDEntry, ti.TIDCnt)}
-	copy(m.Entries, list)
-	return m, nil
+	m.Buf = buf[:min(int(ti.Length), len(buf))]
+	m.Entries = append(m.Entries[:0], list[:ti.TIDCnt]...)
+	return nil
 }
 
 // TIDFree frees entries (TID_FREE). The driver frees them in order and
@@ -110,11 +123,14 @@ func (c *Context) tidScratch() []abi.TIDEntry {
 	return c.tids
 }
 
+// tidIoctl passes ti through the context's own argument buffer: one on
+// the stack would escape through the system-call seam, an allocation per
+// call.
 func (c *Context) tidIoctl(cmd uint32, ti *abi.TIDInfo) error {
-	var arg [abi.TIDInfoSize]byte
-	ti.Marshal(arg[:])
-	err := c.ioctl(cmd, arg[:])
+	arg := c.tidArg[:]
+	ti.Marshal(arg)
+	err := c.ioctl(cmd, arg)
 	runtime.KeepAlive(c.tids)
-	ti.Unmarshal(arg[:])
+	ti.Unmarshal(arg)
 	return err
 }

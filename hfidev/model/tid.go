@@ -31,6 +31,11 @@ type rcvArray struct {
 	physRun int     // pages per physically contiguous run; 0: whole buffer
 	useMN   bool    // fd->use_mn: an MMU notifier (no HFI1_CAP_TID_UNMAP)
 	stats   TIDStats
+	// Scratch for update, kept so that a TID_UPDATE allocates nothing
+	// once they have grown (the data path programs buffers as it goes).
+	sets []pageset
+	list []abi.TIDEntry
+	tmp  []int
 }
 
 // tidSlot is one RcvArray entry. owned is the driver's entry_to_rb node
@@ -91,10 +96,13 @@ func userMem(addr uint64, n int) ([]byte, error) {
 	}
 	first := addr &^ (abi.PageSize - 1)
 	span := int(addr+uint64(n)-first+abi.PageSize-1) &^ (abi.PageSize - 1)
-	vec := make([]byte, span/abi.PageSize)
-	_, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(first), uintptr(span), uintptr(unsafe.Pointer(&vec[0])))
-	if e != 0 {
-		return nil, unix.EFAULT
+	var vec [256]byte // a page's residency each; the range goes in chunks
+	for at := 0; at < span; at += len(vec) * abi.PageSize {
+		k := min(span-at, len(vec)*abi.PageSize)
+		_, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(first)+uintptr(at), uintptr(k), uintptr(unsafe.Pointer(&vec[0])))
+		if e != 0 {
+			return nil, unix.EFAULT
+		}
 	}
 	return userBytes(addr, n), nil
 }
@@ -119,7 +127,8 @@ type pageset struct{ idx, count int }
 // whole buffer, or physRun pages at a time) cut into power-of-two chunks
 // of at most TIDMaxBuffer.
 func (a *rcvArray) physBlocks(npages int) []pageset {
-	var sets []pageset
+	sets := a.sets[:0]
+	defer func() { a.sets = sets[:0] }()
 	run := npages
 	if a.physRun > 0 {
 		run = a.physRun
@@ -159,7 +168,8 @@ func (a *rcvArray) update(ti *abi.TIDInfo) error {
 	if count == 0 {
 		return unix.ENOSPC
 	}
-	p := programming{a: a, sets: sets[:count], mem: mem, vaddr: ti.VAddr}
+	p := programming{a: a, sets: sets[:count], mem: mem, vaddr: ti.VAddr, list: a.list[:0]}
+	defer func() { a.list = p.list[:0] }()
 	for n := count / abi.TIDGroupSize; n > 0 && len(a.free) > 0; n-- {
 		g := popFront(&a.free)
 		p.program(g, abi.TIDGroupSize)
@@ -172,7 +182,8 @@ func (a *rcvArray) update(ti *abi.TIDInfo) error {
 			}
 			a.partial = append(a.partial, popFront(&a.free))
 		}
-		for _, g := range slices.Clone(a.partial) {
+		a.tmp = append(a.tmp[:0], a.partial...)
+		for _, g := range a.tmp {
 			use := min(count-len(p.list), abi.TIDGroupSize-a.groups[g].used)
 			p.program(g, use)
 			if a.groups[g].used == abi.TIDGroupSize {
@@ -354,7 +365,7 @@ func (a *rcvArray) place(pair uint16, ctrl uint8, off int, payload []byte) bool 
 
 func popFront(l *[]int) int {
 	g := (*l)[0]
-	*l = (*l)[1:]
+	*l = slices.Delete(*l, 0, 1) // in place: the list keeps its capacity
 	return g
 }
 
