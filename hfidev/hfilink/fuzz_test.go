@@ -1,9 +1,13 @@
 package hfilink
 
 import (
+	"hash/crc32"
 	"net/netip"
 	"testing"
+	"unsafe"
 
+	"github.com/softfabric/softfabric/dataplane/link"
+	"github.com/softfabric/softfabric/dataplane/psn"
 	"github.com/softfabric/softfabric/dataplane/wire"
 	"github.com/softfabric/softfabric/hfidev"
 	"github.com/softfabric/softfabric/hfidev/abi"
@@ -36,15 +40,22 @@ func FuzzRebuild(f *testing.F) {
 	l := fuzzLink(f)
 	h := make([]byte, abi.Header9BSize)
 	(&abi.Header9BFields{Opcode: TunnelOpcode, SLID: 2, SWData: [7]uint32{TunnelMark | 4, 0x1234}}).Encode(h)
-	f.Add(h, []byte("payload!"), 100)
-	f.Add(h[:40], []byte{}, 0)
-	f.Fuzz(func(t *testing.T, hdr, payload []byte, room int) {
+	f.Add(h, []byte("payload!"), 100, false)
+	f.Add(h[:40], []byte{}, 0, false)
+	g := make([]byte, abi.Header9BSize)
+	(&abi.Header9BFields{Opcode: TunnelOpcode, SLID: 2, SWData: [7]uint32{GrantMark, 0x1234, 7, 3, 4096, 2}}).Encode(g)
+	f.Add(g, []byte{1, 0, 0x10, 0, 1, 0, 0x20, 0}, 100, false)
+	f.Add(h, []byte{}, 8000, true)
+	f.Fuzz(func(t *testing.T, hdr, payload []byte, room int, expected bool) {
 		if len(hdr) < abi.Header9BSize {
 			return
 		}
 		buf := make([]byte, max(0, room%(l.maxFrame+1)))
 		p := &hfidev.Packet{Header: abi.Header9B(hdr), Payload: payload}
-		n := l.rebuild(p, buf)
+		if expected {
+			p.Fields.RcvType, p.Payload = abi.RcvTypeExpected, nil
+		}
+		n, _ := l.rebuild(p, buf)
 		if n < 0 || n > len(buf) {
 			t.Fatalf("%d bytes into %d", n, len(buf))
 		}
@@ -82,6 +93,65 @@ func FuzzTransmit(f *testing.F) {
 		}
 		if got := total() - before; got != 1 && len(frame) > 0 {
 			t.Fatalf("frame counted %d times", got)
+		}
+	})
+}
+
+// Whatever an expected entry's header holds, rebuildPlaced never panics
+// and never writes past the buffer, and a payload it reports placed lies
+// in the memory an expectation named, at the place the PSN says, as long
+// as the frame says.
+func FuzzRebuildPlaced(f *testing.F) {
+	l := fuzzLink(f)
+	mem := make([]byte, 300<<10)
+	skip := int(-uintptr(unsafe.Pointer(&mem[0])) & (abi.PageSize - 1))
+	buf := mem[skip : skip+256<<10]
+	const qpn, first = 0x1234, 100
+	l.Expect(&link.Expectation{Peer: netip.MustParseAddr("::ffff:10.0.0.2").As16(), PeerQPN: 7, QPN: qpn, PSN: first,
+		Packets: 64, MTU: 4096, Buf: buf})
+	if l.exp.nsinks != 1 {
+		f.Fatalf("%d sinks; stats %+v", l.exp.nsinks, l.Stats())
+	}
+	s := l.exp.sinks[0]
+	h := make([]byte, abi.Header9BSize)
+	hf := abi.Header9BFields{Opcode: TunnelOpcode, SLID: 2, PSN: first + 3, PktLen: (abi.Header9BSize + 4096 + 4) / 4,
+		SWData: [7]uint32{TunnelMark | uint32(wire.RCReadResponseMiddle), qpn}}
+	hf.Encode(h)
+	abi.Header9B(h).SetKDETHTID(s.mp.m.Entries[0], 3*4096)
+	// The seed carries the right ICRC, so that it is placed.
+	out := make([]byte, l.maxFrame)
+	p := &hfidev.Packet{Header: abi.Header9B(h)}
+	p.Fields.RcvType = abi.RcvTypeExpected
+	l.rebuild(p, out)
+	end := wire.EthernetSize + wire.IPv4MinSize + wire.UDPSize + wire.BTHSize
+	hf.SWData[3] = crc32.Update(wire.ComputeICRC(out[wire.EthernetSize:end]), crc32.IEEETable, buf[3*4096:4*4096])
+	hf.Encode(h)
+	abi.Header9B(h).SetKDETHTID(s.mp.m.Entries[0], 3*4096)
+	if _, placed := l.rebuild(p, out); placed == nil {
+		f.Fatalf("seed not placed: %+v", l.Stats())
+	}
+	f.Add(h, 8000)
+	f.Fuzz(func(t *testing.T, hdr []byte, room int) {
+		if len(hdr) < abi.Header9BSize {
+			return
+		}
+		out := make([]byte, max(0, room%(l.maxFrame+1)))
+		p := &hfidev.Packet{Header: abi.Header9B(hdr)}
+		p.Fields.RcvType = abi.RcvTypeExpected
+		n, placed := l.rebuild(p, out)
+		if n < 0 || n > len(out) {
+			t.Fatalf("%d bytes into %d", n, len(out))
+		}
+		if placed == nil {
+			return
+		}
+		var pkt wire.Packet
+		if err := pkt.Parse(out[:n]); err != nil || len(pkt.Payload) != len(placed) {
+			t.Fatalf("frame %v, payload %d bytes, placed %d", err, len(pkt.Payload), len(placed))
+		}
+		k := int(psn.PSN(p.Header.PSN() & psn.Mask).Diff(first))
+		if k < 0 || &placed[0] != &buf[k*4096] {
+			t.Fatalf("PSN %d placed elsewhere", p.Header.PSN())
 		}
 	})
 }

@@ -109,6 +109,10 @@ type Config struct {
 	SDMAMin int
 	// TxBufs is the number of transmit buffers; 0 means DefaultTxBufs.
 	TxBufs int
+	// ExpectedMin is the smallest READ or WRITE whose payload the link
+	// has the peer's chip place straight into memory (expected.go); 0
+	// means DefaultExpectedMin, negative never. At least 32 KiB.
+	ExpectedMin int
 }
 
 // Errors of New.
@@ -131,11 +135,25 @@ type Stats struct {
 	RxErrors      uint64 // entries with a receive error (eager full, RHF/RHE errors)
 	RxForeign     uint64 // not a tunnelled packet, or from an unknown LID
 	RxTooLarge    uint64 // rebuilt frame larger than the engine's buffer
+
+	// Expected receive (expected.go).
+	Expects       uint64 // expectations programmed and granted
+	ExpectFailed  uint64 // expectations TID_UPDATE refused (no entries left)
+	ExpectSkipped uint64 // expectations not taken: as many ranges or buffers expected as the link holds
+	SinksExpired  uint64 // programmed ranges freed after SinkLife, not all packets seen
+	GrantsSent    uint64 // grants sent (an expectation asked again sends its grant again)
+	GrantsRcvd    uint64 // grants taken from peers
+	TxExpected    uint64 // frames sent by SDMA straight into the peer's memory (also in TxSDMA)
+	RxPlaced      uint64 // frames handed to the engine with their payload placed (also in RxFrames)
+	RxUnplaced    uint64 // expected packets no live range accounts for: dropped
+	RxBadPlaced   uint64 // expected packets whose ICRC did not match the placed payload: dropped
 }
 
 type counters struct {
-	txPIO, txSDMA, txNoRoute, txMalformed, txErrors, txSDMAErrors, txHalts, creditUpdates atomic.Uint64
-	rxFrames, rxErrors, rxForeign, rxTooLarge                                             atomic.Uint64
+	txPIO, txSDMA, txNoRoute, txMalformed, txErrors, txSDMAErrors, txHalts, creditUpdates  atomic.Uint64
+	rxFrames, rxErrors, rxForeign, rxTooLarge                                              atomic.Uint64
+	expects, expectFailed, expectSkipped, sinksExpired, grantsSent, grantsRcvd, txExpected atomic.Uint64
+	rxPlaced, rxUnplaced, rxBadPlaced                                                      atomic.Uint64
 }
 
 // peer is a table entry with its prebuilt receive path (headers of frames
@@ -180,6 +198,8 @@ type Link struct {
 	hdr [abi.Header9BSize]byte
 	one [1][]byte // SDMA data iovec
 
+	exp expected // expected receive (expected.go)
+
 	st      counters
 	lastErr atomic.Pointer[error]
 
@@ -204,12 +224,16 @@ func New(c *hfidev.Context, cfg Config) (*Link, error) {
 	if cfg.TxBufs == 0 {
 		cfg.TxBufs = DefaultTxBufs
 	}
+	if cfg.ExpectedMin == 0 {
+		cfg.ExpectedMin = DefaultExpectedMin
+	}
 	l := &Link{ctx: c, pio: c.PIO(), sdma: c.SDMA(), rcv: c.Receiver(), chip: c.Chip,
 		selfLID: cfg.Self.LID, selfAddr: cfg.Self.GID.As16(), ipv4: cfg.Self.GID.Unmap().Is4(),
 		maxFrame: wire.EthernetSize + cfg.MTU, sdmaMin: cfg.SDMAMin, credits: c.Info.Credits, cur: -1, wake: make(chan struct{}, 1)}
 	if l.sdma == nil || cfg.SDMAMin < 0 {
 		l.sdmaMin = -1
 	}
+	l.exp.min = cfg.ExpectedMin
 	if err := l.check(cfg); err != nil {
 		return nil, err
 	}
@@ -255,6 +279,8 @@ func (l *Link) check(cfg Config) error {
 		return fmt.Errorf("%w: MTU %d makes %d-byte packets: beyond a PBC or an eager buffer", ErrConfig, cfg.MTU, pkt)
 	case (l.sdmaMin < 0 || pkt < l.sdmaMin) && abi.PIOBlocks(pkt) > int(l.credits):
 		return fmt.Errorf("%w: MTU %d makes %d-byte PIO packets; the send context has %d credits", ErrConfig, cfg.MTU, pkt, l.credits)
+	case cfg.ExpectedMin > 0 && cfg.ExpectedMin < minExpected:
+		return fmt.Errorf("%w: ExpectedMin %d below %d", ErrConfig, cfg.ExpectedMin, minExpected)
 	case cfg.TxBufs < 1:
 		return fmt.Errorf("%w: %d transmit buffers", ErrConfig, cfg.TxBufs)
 	case !cfg.Self.GID.IsValid():
@@ -305,6 +331,9 @@ func (l *Link) Stats() Stats {
 		TxErrors: s.txErrors.Load(), TxSDMAErrors: s.txSDMAErrors.Load(), TxHalts: s.txHalts.Load(),
 		CreditUpdates: s.creditUpdates.Load(), RxFrames: s.rxFrames.Load(), RxErrors: s.rxErrors.Load(),
 		RxForeign: s.rxForeign.Load(), RxTooLarge: s.rxTooLarge.Load(),
+		Expects: s.expects.Load(), ExpectFailed: s.expectFailed.Load(), ExpectSkipped: s.expectSkipped.Load(), SinksExpired: s.sinksExpired.Load(),
+		GrantsSent: s.grantsSent.Load(), GrantsRcvd: s.grantsRcvd.Load(), TxExpected: s.txExpected.Load(),
+		RxPlaced: s.rxPlaced.Load(), RxUnplaced: s.rxUnplaced.Load(), RxBadPlaced: s.rxBadPlaced.Load(),
 	}
 }
 
@@ -346,4 +375,14 @@ func (s *Stats) Add(o Stats) {
 	s.RxErrors += o.RxErrors
 	s.RxForeign += o.RxForeign
 	s.RxTooLarge += o.RxTooLarge
+	s.Expects += o.Expects
+	s.ExpectFailed += o.ExpectFailed
+	s.ExpectSkipped += o.ExpectSkipped
+	s.SinksExpired += o.SinksExpired
+	s.GrantsSent += o.GrantsSent
+	s.GrantsRcvd += o.GrantsRcvd
+	s.TxExpected += o.TxExpected
+	s.RxPlaced += o.RxPlaced
+	s.RxUnplaced += o.RxUnplaced
+	s.RxBadPlaced += o.RxBadPlaced
 }

@@ -3,6 +3,7 @@ package hfilink
 import (
 	"github.com/softfabric/softfabric/dataplane/wire"
 	"github.com/softfabric/softfabric/hfidev"
+	"github.com/softfabric/softfabric/hfidev/abi"
 )
 
 // Recv rebuilds the frames of the packets waiting in the context's
@@ -13,14 +14,18 @@ import (
 // returned: the engine sees a loss. It never blocks.
 func (l *Link) Recv(bufs [][]byte, sizes []int) (int, error) {
 	n := min(len(bufs), len(sizes))
+	if len(l.exp.placed) < n {
+		l.exp.placed = make([][]byte, n)
+	}
 	got := 0
 	for got < n {
 		p, ok := l.rcv.Poll()
 		if !ok {
 			break
 		}
-		k := l.rebuild(p, bufs[got][:cap(bufs[got])])
+		k, placed := l.rebuild(p, bufs[got][:cap(bufs[got])])
 		l.rcv.Release()
+		l.exp.placed[got] = placed
 		if k > 0 {
 			sizes[got] = k
 			got++
@@ -31,24 +36,35 @@ func (l *Link) Recv(bufs [][]byte, sizes []int) (int, error) {
 }
 
 // rebuild writes the RoCEv2 frame that p carries into buf and returns its
-// length, 0 when p is dropped.
-func (l *Link) rebuild(p *hfidev.Packet, buf []byte) int {
+// length, 0 when p is dropped or was not a frame (a grant); for a frame
+// whose payload the chip placed (expected.go) also the payload.
+func (l *Link) rebuild(p *hfidev.Packet, buf []byte) (int, []byte) {
 	if p.Err != nil {
 		l.st.rxErrors.Add(1)
-		return 0
+		return 0, nil
 	}
 	h := p.Header
 	mark := h.SWData(0)
 	from := l.findLID(h.SLID())
-	if h.Opcode() != TunnelOpcode || mark&tunnelMask != TunnelMark || from == nil {
+	switch {
+	case h.Opcode() != TunnelOpcode || from == nil:
 		l.st.rxForeign.Add(1)
-		return 0
+		return 0, nil
+	case mark == GrantMark:
+		l.takeGrant(p, from)
+		return 0, nil
+	case mark&tunnelMask != TunnelMark:
+		l.st.rxForeign.Add(1)
+		return 0, nil
+	case p.Fields.RcvType == abi.RcvTypeExpected:
+		return l.rebuildPlaced(p, from, buf)
 	}
+	l.sawEager(from, h)
 	hl := from.rx.HeaderLen()
 	n := hl + wire.BTHSize + len(p.Payload) + wire.ICRCSize
 	if n > len(buf) {
 		l.st.rxTooLarge.Add(1)
-		return 0
+		return 0, nil
 	}
 	frame := buf[:n]
 	bth := wire.BTH(frame[hl : hl+wire.BTHSize])
@@ -59,8 +75,8 @@ func (l *Link) rebuild(p *hfidev.Packet, buf []byte) int {
 	le.PutUint32(frame[n-wire.ICRCSize:], h.SWData(3))
 	if !from.rx.PutHeaders(frame) {
 		l.st.rxTooLarge.Add(1) // beyond an IP length
-		return 0
+		return 0, nil
 	}
 	be.PutUint16(frame[hl-wire.UDPSize:], uint16(h.SWData(2)))
-	return n
+	return n, nil
 }

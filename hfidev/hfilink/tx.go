@@ -72,6 +72,7 @@ func (l *Link) TxBufSize() int { return l.maxFrame }
 // RC retransmits, as after a loss on the wire.
 func (l *Link) Flush() error {
 	l.reap()
+	l.maybeSweep()
 	for l.qlen > 0 {
 		b := l.queue[l.qhead]
 		switch l.transmit(l.bufs[b][:l.lens[b]], b) {
@@ -140,12 +141,31 @@ func (l *Link) transmit(f []byte, b int32) outcome {
 		l.st.txNoRoute.Add(1)
 		return dropped
 	}
+	if l.exp.ngrants > 0 && carriesPayload(p.Opcode) {
+		if o, ok := l.sendExpected(p, to, b); ok {
+			return o
+		}
+	}
+	data := f[p.BTHOff+wire.BTHSize : p.End-wire.ICRCSize]
+	l.header(p, to, len(data))
+	pf := abi.PBCFields{}
+	if l.chip != abi.ChipWFR {
+		pf.L2Type, pf.DLID = abi.L2Type9B, uint32(to.lid)
+	}
+	if n := abi.Header9BSize + len(data); l.sdmaMin >= 0 && n >= l.sdmaMin {
+		return l.sendSDMA(pf.Encode(l.chip), data, b)
+	}
+	return l.sendPIO(&pf, data)
+}
+
+// header writes the 9B header of frame p towards to into l.hdr, for a
+// packet carrying n bytes after the header.
+func (l *Link) header(p *wire.Packet, to *peer, n int) {
 	bth := p.BTH()
 	qpn := bth.DestQP()
-	data := f[p.BTHOff+wire.BTHSize : p.End-wire.ICRCSize]
 	h := abi.Header9BFields{
 		LNH: abi.LNHIBLocal, DLID: to.lid, SLID: l.selfLID,
-		PktLen: uint16((abi.Header9BSize + len(data) + abi.ICRCSize) / 4),
+		PktLen: uint16((abi.Header9BSize + n + abi.ICRCSize) / 4),
 		Opcode: TunnelOpcode, SE: bth.Solicited(), MigReq: bth.MigReq(), PadCnt: uint8(bth.PadCount()), TVer: bth.TVer(),
 		PKey: bth.PKey(), FECN: bth.FECN(), BECN: bth.BECN(),
 		QP:     abi.KDETHQPPrefix<<16 | uint32(to.ctxts[int(qpn)%len(to.ctxts)]&0xff),
@@ -159,14 +179,6 @@ func (l *Link) transmit(f []byte, b int32) outcome {
 	h.SWData[2] = uint32(p.SrcPort())
 	h.SWData[3] = p.ICRC()
 	h.Encode(l.hdr[:])
-	pf := abi.PBCFields{}
-	if l.chip != abi.ChipWFR {
-		pf.L2Type, pf.DLID = abi.L2Type9B, uint32(to.lid)
-	}
-	if n := abi.Header9BSize + len(data); l.sdmaMin >= 0 && n >= l.sdmaMin {
-		return l.sendSDMA(pf.Encode(l.chip), data, b)
-	}
-	return l.sendPIO(&pf, data)
 }
 
 // route finds the table entry of p's destination, checking that its

@@ -1,0 +1,140 @@
+package hfilink_test
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"unsafe"
+
+	"github.com/softfabric/softfabric/dataplane/mr"
+	"github.com/softfabric/softfabric/dataplane/transporttest"
+	"github.com/softfabric/softfabric/dataplane/verbs"
+	"github.com/softfabric/softfabric/hfidev/abi"
+	"github.com/softfabric/softfabric/hfidev/hfidevice"
+	"github.com/softfabric/softfabric/hfidev/model"
+)
+
+// pageBuf is n bytes starting off bytes past a page boundary.
+func pageBuf(n, off int) []byte {
+	b := make([]byte, n+off+abi.PageSize)
+	skip := int(-uintptr(unsafe.Pointer(&b[0])) & (abi.PageSize - 1))
+	return b[skip+off : skip+off+n : skip+off+n]
+}
+
+// TestExpectedRMA: large RDMA READs and WRITEs over two modeled units have
+// their payload placed by TID straight into the destination buffer (the
+// links count it), land byte for byte whatever the buffer's alignment and
+// size (packets that cannot go by TID go eager), and leave no entry
+// programmed once done.
+func TestExpectedRMA(t *testing.T) {
+	chips(t, func(t *testing.T, chip abi.Chip) {
+		for _, physRun := range []int{0, 1} {
+			for _, op := range []verbs.Opcode{verbs.OpRead, verbs.OpWrite} {
+				for _, size := range []int{64 << 10, 300_001, 1 << 20, 5 << 20} {
+					for _, off := range []int{0, 100} {
+						name := fmt.Sprintf("%s/phys%d/%d@%d", op, physRun, size, off)
+						t.Run(name, func(t *testing.T) { expectedOnce(t, chip, physRun, op, size, off, 0) })
+					}
+				}
+			}
+		}
+	})
+}
+
+// TestExpectedUnderLoss: the same with the wire losing every 13th data
+// packet (expected or eager), or every 13th packet of any kind (grants,
+// requests and ACKs too): RC's recovery covers every loss, a
+// retransmission goes eager, and a lost grant leaves its range to eager
+// receive.
+func TestExpectedUnderLoss(t *testing.T) {
+	chips(t, func(t *testing.T, chip abi.Chip) {
+		for _, op := range []verbs.Opcode{verbs.OpRead, verbs.OpWrite} {
+			t.Run(op.String()+"/data", func(t *testing.T) { expectedOnce(t, chip, 0, op, 1<<20, 0, 13) })
+			t.Run(op.String()+"/any", func(t *testing.T) { expectedOnce(t, chip, 0, op, 1<<20, 0, -13) })
+		}
+	})
+}
+
+// expectedOnce runs one op of size bytes between buffers off bytes past a
+// page, the wire dropping every lose-th data packet (lose > 0: packets
+// over 1 KiB), every -lose-th packet (lose < 0), or none.
+func expectedOnce(t *testing.T, chip abi.Chip, physRun int, op verbs.Opcode, size, off, lose int) {
+	m := newLinks(t, hfidevice.PairConfig{Chip: chip, Model: func(c *model.Config) { c.TIDPhysRunPages = physRun }})
+	if lose != 0 {
+		n := 0
+		m.Wire.SetDrop(func(_ *model.Unit, pkt []byte) bool {
+			if lose > 0 && len(pkt) < 1024 {
+				return false
+			}
+			n++
+			return n%max(lose, -lose) == 0
+		})
+	}
+	p := transporttest.NewLinkPair(m.Links[0][0], m.Links[1][0])
+	qa, _, err := p.ConnectRC(transporttest.RCOptions{MTU: 4096, SQDepth: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, remote := pageBuf(size, off), pageBuf(size, off)
+	src, dst := remote, local // a read fetches remote into local
+	if op == verbs.OpWrite {
+		src, dst = local, remote
+	}
+	r := rand.New(rand.NewPCG(uint64(size), uint64(off)))
+	for i := range src {
+		src[i] = byte(r.Uint32())
+	}
+	access := mr.LocalWrite | mr.RemoteRead | mr.RemoteWrite
+	la, err := p.A.MRs.Register(local, access)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := p.B.MRs.Register(remote, access)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wr := verbs.SendWR{ID: 7, Op: op, Flags: verbs.Signaled, SGL: []mr.SGE{transporttest.SGE(la, 0, size)},
+		RemoteAddr: rb.Addr(), RKey: rb.RKey()}
+	if err := qa.PostSend(&wr); err != nil {
+		t.Fatal(err)
+	}
+	cs := make([]verbs.Completion, 1)
+	if err := p.RunUntil(func() bool { return p.A.SendCQ.Poll(cs) == 1 }, 5_000_000); err != nil {
+		t.Fatal(err)
+	}
+	if cs[0].Status != verbs.Success {
+		t.Fatalf("completion %+v", cs[0])
+	}
+	if !bytes.Equal(src, dst) {
+		i := 0
+		for src[i] == dst[i] {
+			i++
+		}
+		t.Fatalf("destination differs from byte %d of %d", i, size)
+	}
+	recv, send := m.Links[0][0], m.Links[1][0] // the read's data goes B → A
+	if op == verbs.OpWrite {
+		recv, send = send, recv
+	}
+	rs, ss := recv.Stats(), send.Stats()
+	if rs.RxBadPlaced != 0 || rs.RxUnplaced != 0 && lose == 0 {
+		t.Errorf("receiver dropped placed packets: %+v", rs)
+	}
+	// A write's first packets leave before the target's grant arrives:
+	// only a long one has packets left to place.
+	if off == 0 && lose >= 0 && (op == verbs.OpRead || size >= 1<<20) &&
+		(rs.RxPlaced == 0 || ss.TxExpected == 0 || rs.Expects == 0 || ss.GrantsRcvd == 0) {
+		t.Errorf("no payload placed by TID: receiver %+v, sender %+v", rs, ss)
+	}
+	t.Logf("%d of %d data packets placed", rs.RxPlaced, (size+4095)/4096)
+	if lose == 0 {
+		// Every range saw all its packets: every entry is free again.
+		for i, u := range m.Units {
+			ts, _ := u.TIDStats(m.Nodes[i].Ctxts[0])
+			if ts.Programmed != ts.Freed {
+				t.Errorf("unit %d: %d entries programmed, %d freed", i, ts.Programmed, ts.Freed)
+			}
+		}
+	}
+}
