@@ -23,6 +23,7 @@ type hfiModelOpts struct {
 	on    bool
 	chip  string
 	loss  uint64
+	eager bool
 	peers string // --hfi-peers, for --iface hfi1_N
 }
 
@@ -30,6 +31,7 @@ func (h *hfiModelOpts) register(fs *flag.FlagSet) {
 	fs.BoolVar(&h.on, "hfi-model", false, "run client and server in this process on two modeled HFIs back to back (the software model of the hfi1 user API, hfidev/model; not hardware): the transport over HFI contexts, 9B KDETH packets by PIO and SDMA")
 	fs.StringVar(&h.chip, "hfi-chip", "wfr", "with --hfi-model: the modeled chip, wfr (Omni-Path) or jkr (CN5000)")
 	fs.Uint64Var(&h.loss, "hfi-loss", 0, "with --hfi-model: lose every Nth packet on the modeled wire (0: none)")
+	fs.BoolVar(&h.eager, "hfi-eager", false, "with --hfi-model: receive everything through eager buffers, never by TID straight into memory (to compare)")
 	fs.StringVar(&h.peers, "hfi-peers", "", "with --iface hfi1_N (an HFI unit, hfidev; verified against the software model only): the peers file, lines 'ADDR LID CTXT[,CTXT...]' (default /etc/softfabric/hfi1_N.peers; see docs/hfidev.md)")
 }
 
@@ -74,7 +76,11 @@ func runHFIModel(pos []string, o perfOpts, stdout, stderr io.Writer) error {
 	default:
 		return usagef("--hfi-chip %q: want wfr or jkr", o.hfi.chip)
 	}
-	pair, err := hfidevice.NewModelPair(hfidevice.PairConfig{Chip: chip})
+	pc := hfidevice.PairConfig{Chip: chip}
+	if o.hfi.eager {
+		pc.Link.ExpectedMin = -1
+	}
+	pair, err := hfidevice.NewModelPair(pc)
 	if err != nil {
 		return err
 	}
@@ -123,7 +129,7 @@ func runHFIModel(pos []string, o perfOpts, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, " model: %d packets on the wire, %d lost", w.Carried, w.Dropped)
 	for i, u := range pair.Units {
 		s := pair.LinkStats(i)
-		fmt.Fprintf(stdout, "; %s sent %d by PIO, %d by SDMA", u.Path(), s.TxPIO, s.TxSDMA)
+		fmt.Fprintf(stdout, "; %s sent %d by PIO, %d by SDMA (%d by TID)", u.Path(), s.TxPIO, s.TxSDMA, s.TxExpected)
 	}
 	fmt.Fprintln(stdout)
 	return nil

@@ -24,6 +24,8 @@ func TestPerfHFIModel(t *testing.T) {
 		want []string
 	}{
 		{[]string{"write", "--size", "65536", "--iters", "200"}, []string{"RDMA_Write BW Test", "by SDMA", "WFR"}},
+		{[]string{"read", "--size", "262144", "--iters", "100"}, []string{"RDMA_Read BW Test", "by TID"}},
+		{[]string{"read", "--size", "262144", "--iters", "100", "--hfi-eager"}, []string{"RDMA_Read BW Test", "(0 by TID)"}},
 		{[]string{"read", "--lat", "--size", "64", "--iters", "50", "--hfi-chip", "jkr"}, []string{"RDMA_Read Latency Test", "t_median", "JKR"}},
 		{[]string{"send", "--size", "5000", "--iters", "100", "--hfi-loss", "40"}, []string{"Send BW Test", "lost"}},
 		{[]string{"atomic", "--iters", "100"}, []string{"Atomic FETCH_AND_ADD BW Test"}},
@@ -56,6 +58,19 @@ func TestPerfHFIModelFlags(t *testing.T) {
 	} {
 		var out, errOut bytes.Buffer
 		args := append([]string{"perf", "--hfi-model"}, tc.args...)
+		if code := run(args, &out, &errOut); code == 0 || !strings.Contains(errOut.String(), tc.err) {
+			t.Errorf("run(%q) = %d, stderr %q; want an error with %q", args, code, errOut.String(), tc.err)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"write", "--iface", "eth0", "--hfi-eager"}, "--hfi-eager is for --hfi-model"},
+		{[]string{"write", "--iface", "eth0", "--hfi-loss", "3"}, "--hfi-loss is for --hfi-model"},
+	} {
+		var out, errOut bytes.Buffer
+		args := append([]string{"perf"}, tc.args...)
 		if code := run(args, &out, &errOut); code == 0 || !strings.Contains(errOut.String(), tc.err) {
 			t.Errorf("run(%q) = %d, stderr %q; want an error with %q", args, code, errOut.String(), tc.err)
 		}

@@ -106,6 +106,11 @@ func cmdPerf(args []string, stdout, stderr io.Writer) error {
 	if o.hfi.on {
 		return runHFIModel(pos, o, stdout, stderr)
 	}
+	for _, f := range []string{"hfi-chip", "hfi-loss", "hfi-eager"} {
+		if o.set[f] {
+			return usagef("--%s is for --hfi-model", f)
+		}
+	}
 	if err := checkHFIUnit(op, o, stderr); err != nil {
 		return err
 	}
