@@ -47,6 +47,12 @@ type Config struct {
 	// CreditThreshold is how many freed blocks make the chip write the
 	// credit-return word unasked; 0 means the driver's 33% of Credits.
 	CreditThreshold int
+	// HoldCreditReturns makes the chip write the credit-return word only
+	// when made to (CREDIT_UPD, a halt, CTXT_RESET), never for a
+	// PBC.CreditReturn request or the threshold: a chip whose credit DMA
+	// lags far behind, so that a sender runs out of credits and must force
+	// a return. A fault for tests; the chip always honours the request.
+	HoldCreditReturns bool
 }
 
 func (c *Config) creditThreshold() int {

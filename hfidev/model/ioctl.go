@@ -117,6 +117,7 @@ func (u *Unit) newContext(i int) *context {
 		num:       c.sendCtxt,
 		credits:   int(cfg.Credits),
 		threshold: cfg.creditThreshold(),
+		hold:      cfg.HoldCreditReturns,
 		word:      u.credits[off : off+8],
 		egress:    &u.egress,
 		buf:       make([]byte, int(cfg.Credits)*abi.PIOBlockSize),

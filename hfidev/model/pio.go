@@ -80,6 +80,7 @@ type sendCtxt struct {
 	num       uint16
 	credits   int
 	threshold int
+	hold      bool // Config.HoldCreditReturns
 	word      []byte // the 8 bytes the chip DMAs the credit word to
 	egress    *atomic.Pointer[Egress]
 	regions   []*pioRegion // SOP and non-SOP apertures
@@ -142,6 +143,7 @@ func (s *sendCtxt) takeBlock(i int, sop bool, blk *[8]uint64) {
 	s.free = (s.free + uint16(s.need)) & abi.CreditCounterMask
 	s.unreturned += s.need
 	switch {
+	case s.hold:
 	case s.pbc.CreditReturn():
 		s.writeWord(abi.CreditReturnFields{DueToPBC: true})
 	case s.unreturned >= s.threshold:
