@@ -80,7 +80,7 @@ type sendCtxt struct {
 	num       uint16
 	credits   int
 	threshold int
-	hold      bool // Config.HoldCreditReturns
+	hold      bool   // Config.HoldCreditReturns
 	word      []byte // the 8 bytes the chip DMAs the credit word to
 	egress    *atomic.Pointer[Egress]
 	regions   []*pioRegion // SOP and non-SOP apertures
