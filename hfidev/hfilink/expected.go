@@ -16,7 +16,8 @@ package hfilink
 //     PSN range, the path MTU, the buffer's offset in its first page and
 //     the TID entries.
 //  2. The sending link, for each RC data packet of that range it sends
-//     for the first time, computes where its payload goes (offset
+//     for the first time under that grant (a read asked again gets a new
+//     grant for its rest), computes where its payload goes (offset
 //     (PSN − first) × MTU), and when that lies within one entry, in the
 //     entry's offset unit, and is whole dwords, sends it as a one-packet
 //     EXPECTED SDMA request to that TID. Anything else (a packet across
@@ -41,6 +42,7 @@ package hfilink
 import (
 	"errors"
 	"hash/crc32"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -126,6 +128,7 @@ type expected struct {
 	placed    [][]byte // Placed's answers for the frames of the last Recv
 	grantBuf  [maxGrantEntries * 4]byte
 	flushes   uint32
+	inval     []abi.TIDEntry // TID_INVAL_READ's answer
 }
 
 var (
@@ -268,6 +271,39 @@ func (l *Link) freeSink(s *sink) {
 		l.fail(err)
 	}
 	mp.m.Buf = nil
+}
+
+// invalidated drops the buffers the driver took entries of (its MMU
+// notifier saw their memory unmapped: abi.EventTIDMMUNotify): their
+// ranges end, their entries are freed. Packets still on their way to
+// them arrive with TidErr and are retransmitted eager.
+func (l *Link) invalidated() {
+	x := &l.exp
+	list, err := l.ctx.TIDInvalidated(x.inval[:0])
+	x.inval = list[:0]
+	if err != nil {
+		l.fail(err)
+		return
+	}
+	for _, t := range list {
+		for i := range x.maps {
+			mp := &x.maps[i]
+			if mp.refs > 0 && slices.Contains(mp.m.Entries, t) {
+				l.dropMapping(mp)
+			}
+		}
+	}
+}
+
+// dropMapping ends every sink in mp, which frees its entries.
+func (l *Link) dropMapping(mp *mapping) {
+	x := &l.exp
+	for i := range x.sinks {
+		if s := &x.sinks[i]; s.live && s.mp == mp {
+			l.freeSink(s)
+			l.st.sinksInvalidated.Add(1)
+		}
+	}
 }
 
 // sweep frees the sinks older than SinkLife and forgets the grants older
@@ -418,10 +454,10 @@ func (l *Link) sendExpected(p *wire.Packet, to *peer, b int32) (outcome, bool) {
 		if k >= g.pkts {
 			continue
 		}
-		x.lastGrant = i
 		if k < g.next {
-			return 0, false // sent before: a retransmission goes eager
+			continue // sent under this grant before: a newer grant may cover it (a read asked again)
 		}
+		x.lastGrant = i
 		g.next = k + 1
 		data := p.Payload
 		n := len(data)

@@ -127,7 +127,7 @@ func expectedOnce(t *testing.T, chip abi.Chip, physRun int, op verbs.Opcode, siz
 		(rs.RxPlaced == 0 || ss.TxExpected == 0 || rs.Expects == 0 || ss.GrantsRcvd == 0) {
 		t.Errorf("no payload placed by TID: receiver %+v, sender %+v", rs, ss)
 	}
-	t.Logf("%d of %d data packets placed", rs.RxPlaced, (size+4095)/4096)
+	t.Logf("%d data packets placed for a message of %d (retransmissions included)", rs.RxPlaced, (size+4095)/4096)
 	if lose == 0 {
 		// Every range saw all its packets: every entry is free again.
 		for i, u := range m.Units {
@@ -137,4 +137,60 @@ func expectedOnce(t *testing.T, chip abi.Chip, physRun int, op verbs.Opcode, siz
 			}
 		}
 	}
+}
+
+// TestExpectedInvalidated: the driver's MMU notifier takes a read's
+// entries in mid-transfer (memory unmapped, as the model's InvalidateRange
+// stands in for). The link ends the ranges in that buffer and frees the
+// entries; the packets placed meanwhile are no range's and dropped, RC
+// asks again for the rest, whose new range is placed, and the read
+// completes byte for byte, every entry freed.
+func TestExpectedInvalidated(t *testing.T) {
+	chips(t, func(t *testing.T, chip abi.Chip) {
+		m := newLinks(t, hfidevice.PairConfig{Chip: chip})
+		p := transporttest.NewLinkPair(m.Links[0][0], m.Links[1][0])
+		qa, _, err := p.ConnectRC(transporttest.RCOptions{MTU: 4096, SQDepth: 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const size = 4 << 20
+		local, remote := pageBuf(size, 0), pageBuf(size, 0)
+		for i := range remote {
+			remote[i] = byte(i * 7)
+		}
+		access := mr.LocalWrite | mr.RemoteRead
+		la, _ := p.A.MRs.Register(local, access)
+		rb, _ := p.B.MRs.Register(remote, access)
+		wr := verbs.SendWR{Op: verbs.OpRead, Flags: verbs.Signaled, SGL: []mr.SGE{transporttest.SGE(la, 0, size)},
+			RemoteAddr: rb.Addr(), RKey: rb.RKey()}
+		if err := qa.PostSend(&wr); err != nil {
+			t.Fatal(err)
+		}
+		a := m.Links[0][0]
+		for a.Stats().RxPlaced < 100 {
+			if !p.Step() {
+				t.Fatal("stalled")
+			}
+		}
+		if n := m.Units[0].InvalidateRange(uint64(uintptr(unsafe.Pointer(&local[0]))), size); n == 0 {
+			t.Fatal("nothing to invalidate")
+		}
+		cs := make([]verbs.Completion, 1)
+		if err := p.RunUntil(func() bool { return p.A.SendCQ.Poll(cs) == 1 }, 5_000_000); err != nil {
+			t.Fatal(err)
+		}
+		if cs[0].Status != verbs.Success || !bytes.Equal(local, remote) {
+			t.Fatalf("completion %+v, data equal %v", cs[0], bytes.Equal(local, remote))
+		}
+		s := a.Stats()
+		if s.SinksInvalidated == 0 || s.RxUnplaced == 0 || s.Expects < 2 || s.RxPlaced <= 128 {
+			t.Errorf("stats %+v: want a range invalidated, packets dropped and the rest placed in a new one", s)
+		}
+		ts, _ := m.Units[0].TIDStats(m.Nodes[0].Ctxts[0])
+		if ts.Invalidated == 0 || ts.Programmed != ts.Freed {
+			t.Errorf("TID counters %+v", ts)
+		}
+		t.Logf("%d placed, %d dropped, %d TidErr, %d ranges invalidated, %d expectations",
+			s.RxPlaced, s.RxUnplaced, s.RxErrors, s.SinksInvalidated, s.Expects)
+	})
 }

@@ -137,23 +137,24 @@ type Stats struct {
 	RxTooLarge    uint64 // rebuilt frame larger than the engine's buffer
 
 	// Expected receive (expected.go).
-	Expects       uint64 // expectations programmed and granted
-	ExpectFailed  uint64 // expectations TID_UPDATE refused (no entries left)
-	ExpectSkipped uint64 // expectations not taken: as many ranges or buffers expected as the link holds
-	SinksExpired  uint64 // programmed ranges freed after SinkLife, not all packets seen
-	GrantsSent    uint64 // grants sent (an expectation asked again sends its grant again)
-	GrantsRcvd    uint64 // grants taken from peers
-	TxExpected    uint64 // frames sent by SDMA straight into the peer's memory (also in TxSDMA)
-	RxPlaced      uint64 // frames handed to the engine with their payload placed (also in RxFrames)
-	RxUnplaced    uint64 // expected packets no live range accounts for: dropped
-	RxBadPlaced   uint64 // expected packets whose ICRC did not match the placed payload: dropped
+	Expects          uint64 // expectations programmed and granted
+	ExpectFailed     uint64 // expectations TID_UPDATE refused (no entries left)
+	ExpectSkipped    uint64 // expectations not taken: as many ranges or buffers expected as the link holds
+	SinksExpired     uint64 // programmed ranges freed after SinkLife, not all packets seen
+	SinksInvalidated uint64 // ranges ended because the driver invalidated their buffer's entries (memory unmapped)
+	GrantsSent       uint64 // grants sent (an expectation asked again sends its grant again)
+	GrantsRcvd       uint64 // grants taken from peers
+	TxExpected       uint64 // frames sent by SDMA straight into the peer's memory (also in TxSDMA)
+	RxPlaced         uint64 // frames handed to the engine with their payload placed (also in RxFrames)
+	RxUnplaced       uint64 // expected packets no live range accounts for: dropped
+	RxBadPlaced      uint64 // expected packets whose ICRC did not match the placed payload: dropped
 }
 
 type counters struct {
-	txPIO, txSDMA, txNoRoute, txMalformed, txErrors, txSDMAErrors, txHalts, creditUpdates  atomic.Uint64
-	rxFrames, rxErrors, rxForeign, rxTooLarge                                              atomic.Uint64
-	expects, expectFailed, expectSkipped, sinksExpired, grantsSent, grantsRcvd, txExpected atomic.Uint64
-	rxPlaced, rxUnplaced, rxBadPlaced                                                      atomic.Uint64
+	txPIO, txSDMA, txNoRoute, txMalformed, txErrors, txSDMAErrors, txHalts, creditUpdates                    atomic.Uint64
+	rxFrames, rxErrors, rxForeign, rxTooLarge                                                                atomic.Uint64
+	expects, expectFailed, expectSkipped, sinksExpired, sinksInvalidated, grantsSent, grantsRcvd, txExpected atomic.Uint64
+	rxPlaced, rxUnplaced, rxBadPlaced                                                                        atomic.Uint64
 }
 
 // peer is a table entry with its prebuilt receive path (headers of frames
@@ -331,7 +332,7 @@ func (l *Link) Stats() Stats {
 		TxErrors: s.txErrors.Load(), TxSDMAErrors: s.txSDMAErrors.Load(), TxHalts: s.txHalts.Load(),
 		CreditUpdates: s.creditUpdates.Load(), RxFrames: s.rxFrames.Load(), RxErrors: s.rxErrors.Load(),
 		RxForeign: s.rxForeign.Load(), RxTooLarge: s.rxTooLarge.Load(),
-		Expects: s.expects.Load(), ExpectFailed: s.expectFailed.Load(), ExpectSkipped: s.expectSkipped.Load(), SinksExpired: s.sinksExpired.Load(),
+		Expects: s.expects.Load(), ExpectFailed: s.expectFailed.Load(), ExpectSkipped: s.expectSkipped.Load(), SinksExpired: s.sinksExpired.Load(), SinksInvalidated: s.sinksInvalidated.Load(),
 		GrantsSent: s.grantsSent.Load(), GrantsRcvd: s.grantsRcvd.Load(), TxExpected: s.txExpected.Load(),
 		RxPlaced: s.rxPlaced.Load(), RxUnplaced: s.rxUnplaced.Load(), RxBadPlaced: s.rxBadPlaced.Load(),
 	}
@@ -379,6 +380,7 @@ func (s *Stats) Add(o Stats) {
 	s.ExpectFailed += o.ExpectFailed
 	s.ExpectSkipped += o.ExpectSkipped
 	s.SinksExpired += o.SinksExpired
+	s.SinksInvalidated += o.SinksInvalidated
 	s.GrantsSent += o.GrantsSent
 	s.GrantsRcvd += o.GrantsRcvd
 	s.TxExpected += o.TxExpected

@@ -17,6 +17,9 @@ func (l *Link) Recv(bufs [][]byte, sizes []int) (int, error) {
 	if len(l.exp.placed) < n {
 		l.exp.placed = make([][]byte, n)
 	}
+	if l.exp.nsinks > 0 && l.ctx.Events()&abi.EventTIDMMUNotify != 0 {
+		l.invalidated()
+	}
 	got := 0
 	for got < n {
 		p, ok := l.rcv.Poll()
