@@ -161,7 +161,7 @@ func (r *requester) progress(q *QP, alive, moved bool, now int64) {
 		}
 	}
 	r.probes = 0
-	r.retries = q.attr.RetryCnt
+	r.retries, r.late = q.attr.RetryCnt, 0
 	r.rnrRetries = q.attr.RNRRetry
 	r.armTimer(q, now)
 }

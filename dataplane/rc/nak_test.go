@@ -379,3 +379,51 @@ func TestReadProbeAsksFromFirstMissing(t *testing.T) {
 		t.Fatalf("no probe: %+v", f.qa.Stats())
 	}
 }
+
+// A requester whose worker runs late (a starved core) notices its
+// retransmit timeouts late: those spend no retry, so a peer that was just
+// as starved, and lost nothing, is not declared dead.
+func TestLateTimeoutsSpendNoRetry(t *testing.T) {
+	f := newFixture(t, memlink.Config{}, transporttest.RCOptions{RetryCnt: 1})
+	f.postSend(verbs.SendWR{ID: 1, Op: verbs.OpWrite, Flags: verbs.Signaled, SGL: sge(f.ma, 0, 64), RemoteAddr: f.mb.Addr(), RKey: f.mb.RKey()})
+	// A runs five times, each three timeouts after the last; B does not
+	// run at all meanwhile: no answer can come.
+	const timeout = 4096 << 10 // RCOptions' default: 4.096 µs × 2^10
+	for range 5 {
+		f.p.Now += 3 * timeout
+		if _, err := f.p.A.Node.Poll(f.p.Now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c := f.wait(f.p.A.SendCQ, 1)[0]; c.Status != verbs.Success {
+		t.Fatalf("completion %+v", c)
+	}
+	if s := f.qa.Stats(); s.LateTimeouts < 4 || s.Timeouts < s.LateTimeouts {
+		t.Fatalf("stats %+v: want the late timeouts counted apart", s)
+	}
+}
+
+// Timeouts noticed late still end in retry-exceeded when the peer is
+// gone: after maxLateTimeouts of them in a row, they spend retries again.
+func TestLateTimeoutsBounded(t *testing.T) {
+	f := newFixture(t, memlink.Config{}, transporttest.RCOptions{RetryCnt: 2})
+	f.p.A.Filter.Func = func(*wire.Packet) transporttest.Verdict { return transporttest.Drop }
+	f.postSend(verbs.SendWR{ID: 1, Op: verbs.OpWrite, SGL: sge(f.ma, 0, 64), RemoteAddr: f.mb.Addr(), RKey: f.mb.RKey()})
+	const timeout = 4096 << 10
+	cs := make([]verbs.Completion, 1)
+	for i := 0; f.p.A.SendCQ.Poll(cs) == 0; i++ {
+		if i > 100 {
+			t.Fatalf("no completion; stats %+v", f.qa.Stats())
+		}
+		f.p.Now += 3 * timeout
+		if _, err := f.p.A.Node.Poll(f.p.Now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cs[0].Status != verbs.RetryExcErr {
+		t.Fatalf("completion %+v", cs[0])
+	}
+	if s := f.qa.Stats(); s.LateTimeouts != 16 || s.Timeouts != 16+3 {
+		t.Fatalf("stats %+v: want 16 late timeouts, then the retry count + 1", s)
+	}
+}

@@ -31,6 +31,7 @@ type Stats struct {
 	TxPackets, RxPackets     uint64
 	Retransmits              uint64 // packets sent again
 	Timeouts                 uint64 // retransmit timer expiries
+	LateTimeouts             uint64 // of those, noticed over a timeout late: no retry spent
 	Probes                   uint64 // tail-loss probes sent
 	AskedAgain               uint64 // repeated requests for lost read responses and atomic results
 	SeqNAKsSent, SeqNAKsRcvd uint64

@@ -128,6 +128,9 @@ type requester struct {
 	// are reloaded from the attributes whenever an acknowledgement makes
 	// progress.
 	retries, rnrRetries uint8
+	// late counts the timeouts in a row that fired late (lateTimeout)
+	// and so spent no retry.
+	late uint8
 	// timer is when the retransmit timer fires (0: not running); rnrUntil
 	// is the end of an RNR wait (0: none).
 	timer, rnrUntil int64
@@ -233,7 +236,7 @@ func (r *requester) transmit(q *QP, now int64, b *link.Batch) {
 	}
 	if r.timer != 0 && now >= r.timer {
 		q.stats.Timeouts++
-		if !r.retry(q, now) {
+		if !r.retry(q, now, q.timeout > 0 && now-r.timer > q.timeout) {
 			return
 		}
 	}
@@ -613,19 +616,35 @@ func (r *requester) oldestUnanswered() (uint32, *sendWQE) {
 	return 0, nil
 }
 
+// maxLateTimeouts bounds the late timeouts in a row that spend no retry.
+const maxLateTimeouts = 16
+
 // retry handles a retransmit timeout: go back to the oldest unacknowledged
 // PSN, or fail the request when the retry counter is spent. It reports
 // whether the queue pair is still usable.
-func (r *requester) retry(q *QP, now int64) bool {
+//
+// A timeout noticed late, more than a whole timeout after it was due,
+// tells of this end's scheduling (its worker did not run: a starved core,
+// a stopped process) more than of the network: what the peer sent meanwhile
+// may still wait behind it. It goes back and retransmits all the same, but
+// spends no retry, up to maxLateTimeouts in a row: shared cores do not
+// turn into retry-exceeded errors while nothing was lost, and a dead peer
+// is still found, late.
+func (r *requester) retry(q *QP, now int64, late bool) bool {
 	if !r.outstanding() {
 		r.timer = 0
 		return true
 	}
-	if r.retries == 0 {
+	switch {
+	case late && r.late < maxLateTimeouts:
+		r.late++
+		q.stats.LateTimeouts++
+	case r.retries == 0:
 		r.fail(q, &r.sq[r.head&r.mask], verbs.RetryExcErr)
 		return false
+	default:
+		r.retries--
 	}
-	r.retries--
 	r.onLoss(true)
 	r.probes = 0 // a new flight: its tail may be probed again
 	r.rewind(r.compPSN)
