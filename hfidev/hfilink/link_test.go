@@ -220,19 +220,26 @@ func TestBackpressure(t *testing.T) {
 func TestCreditsWrap(t *testing.T) {
 	m := newLinks(t, hfidevice.PairConfig{Chip: abi.ChipWFR, Link: hfilink.Config{SDMAMin: -1, MTU: 1500},
 		Model: func(c *model.Config) { c.Credits, c.CreditThreshold = 40, 1000 }})
-	a, b := m.Links[0][0], m.Links[1][0]
+	a := m.Links[0][0]
+	sendEach(t, a, m.Links[1][0], 200)
+	if s := a.Stats(); s.TxPIO != 200 || s.TxErrors != 0 || s.CreditUpdates != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// sendEach sends n frames of 1000 bytes and more from a to b one at a
+// time, each received byte-exact before the next goes.
+func sendEach(t *testing.T, a, b *hfilink.Link, n int) {
+	t.Helper()
 	buf, sizes := [][]byte{make([]byte, b.MaxFrame())}, []int{0}
-	for i := range 200 {
+	for i := range n {
 		f := frame(gids4[0], gids4[1], 1, 2, wire.RCSendOnly, 5, 1000+i, byte(i))
 		if k, err := a.Send([][]byte{f}); k != 1 || err != nil {
 			t.Fatalf("send %d: %d, %v", i, k, err)
 		}
-		if n, _ := b.Recv(buf, sizes); n != 1 || !bytes.Equal(buf[0][:sizes[0]], f) {
+		if got, _ := b.Recv(buf, sizes); got != 1 || !bytes.Equal(buf[0][:sizes[0]], f) {
 			t.Fatalf("frame %d lost or changed", i)
 		}
-	}
-	if s := a.Stats(); s.TxPIO != 200 || s.TxErrors != 0 || s.CreditUpdates != 0 {
-		t.Fatalf("stats %+v", s)
 	}
 }
 
@@ -325,17 +332,8 @@ func TestCreditUpdate(t *testing.T) {
 	chips(t, func(t *testing.T, chip abi.Chip) {
 		m := newLinks(t, hfidevice.PairConfig{Chip: chip, Link: hfilink.Config{SDMAMin: -1, MTU: 1500},
 			Model: func(c *model.Config) { c.Credits, c.HoldCreditReturns = 40, true }})
-		a, b := m.Links[0][0], m.Links[1][0]
-		buf, sizes := [][]byte{make([]byte, b.MaxFrame())}, []int{0}
-		for i := range 200 {
-			f := frame(gids4[0], gids4[1], 1, 2, wire.RCSendOnly, 5, 1000+i, byte(i))
-			if k, err := a.Send([][]byte{f}); k != 1 || err != nil {
-				t.Fatalf("send %d: %d, %v", i, k, err)
-			}
-			if n, _ := b.Recv(buf, sizes); n != 1 || !bytes.Equal(buf[0][:sizes[0]], f) {
-				t.Fatalf("frame %d lost or changed", i)
-			}
-		}
+		a := m.Links[0][0]
+		sendEach(t, a, m.Links[1][0], 200)
 		// 1000-byte frames take 17 blocks: two fit 40 credits, so about
 		// every other frame forces a return.
 		if s := a.Stats(); s.TxPIO != 200 || s.TxErrors != 0 || s.CreditUpdates < 50 {
