@@ -20,6 +20,7 @@ import (
 	"github.com/softfabric/softfabric/ctrl/daemonapi"
 	"github.com/softfabric/softfabric/internal/netnstest"
 	"github.com/softfabric/softfabric/internal/sfbin"
+	"github.com/softfabric/softfabric/internal/syncbuf"
 )
 
 // sfBin is the softfabric command built for these tests.
@@ -426,10 +427,10 @@ func TestTwoPerfPairs(t *testing.T) {
 	up(t, p.A, p.B)
 	ports := []string{"18515", "18600"}
 	var srvs []*netnstest.Cmd
-	var serrs []*syncBuffer
+	var serrs []*syncbuf.Buffer
 	for _, port := range ports {
 		srv := p.B.Command(sfBin, "perf", "write", "--iface", p.B.Iface, "--port", port, "--json", "--timeout", "60s")
-		serr := &syncBuffer{}
+		serr := &syncbuf.Buffer{}
 		srv.Stderr = serr
 		if err := srv.Start(); err != nil {
 			t.Fatal(err)
@@ -507,7 +508,7 @@ func TestDaemonMetrics(t *testing.T) {
 	addr := net.JoinHostPort(p.B.Addr.Addr().String(), "9435")
 	upWith(t, []string{"--metrics", addr}, p.B)
 	srv := p.B.Command(sfBin, "perf", "write", "--iface", p.B.Iface, "--json", "--timeout", "60s")
-	serr := &syncBuffer{}
+	serr := &syncbuf.Buffer{}
 	srv.Stderr = serr
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
@@ -585,7 +586,7 @@ func TestDownForce(t *testing.T) {
 	p := setup(t, netnstest.Options{}, false)
 	up(t, p.B)
 	srv := p.B.Command(sfBin, "perf", "write", "--iface", p.B.Iface, "--timeout", "30s")
-	serr := &syncBuffer{}
+	serr := &syncbuf.Buffer{}
 	srv.Stderr = serr
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)

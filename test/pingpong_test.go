@@ -1,41 +1,21 @@
 package test
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/softfabric/softfabric/internal/netnstest"
+	"github.com/softfabric/softfabric/internal/syncbuf"
 )
-
-// syncBuffer is a bytes.Buffer a command's output goroutine writes while
-// the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // pingpongPair runs `softfabric pingpong args...` as the server in B, then
 // as the client in A against it, and returns both results.
 func pingpongPair(t *testing.T, p *netnstest.Pair, args ...string) (client, server result) {
 	t.Helper()
 	srv := p.B.Command(sfBin, append([]string{"pingpong", "--iface", p.B.Iface}, args...)...)
-	var sout, serr syncBuffer
+	var sout, serr syncbuf.Buffer
 	srv.Stdout, srv.Stderr = &sout, &serr
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/softfabric/softfabric/internal/netnstest"
+	"github.com/softfabric/softfabric/internal/syncbuf"
 )
 
 // sfWithin runs softfabric in h's namespace and kills it if it runs
@@ -15,7 +16,7 @@ import (
 func sfWithin(t *testing.T, h *netnstest.Host, d time.Duration, args ...string) result {
 	t.Helper()
 	cmd := h.Command(sfBin, args...)
-	var out, errb syncBuffer
+	var out, errb syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -65,7 +66,7 @@ func TestRping(t *testing.T) {
 	server := p.B.Addr.Addr().String()
 
 	srv := p.B.Command(sfBin, "rping", "-s", "-v", "--iface", p.B.Iface)
-	var sout, serr syncBuffer
+	var sout, serr syncbuf.Buffer
 	srv.Stdout, srv.Stderr = &sout, &serr
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
@@ -145,7 +146,7 @@ func TestRpingUnderLoss(t *testing.T) {
 	faults := "SOFTFABRIC_DEBUG_LINK_FAULTS=loss=10%,dup=5%"
 	srv := p.B.Command(sfBin, "rping", "-s", "--iface", p.B.Iface)
 	srv.Env = append(os.Environ(), faults)
-	var serr syncBuffer
+	var serr syncbuf.Buffer
 	srv.Stderr = &serr
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
@@ -163,7 +164,7 @@ func TestRpingUnderLoss(t *testing.T) {
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		cli := p.A.Command(sfBin, "rping", "-c", "-a", p.B.Addr.Addr().String(), "-C", "10", "-V", "--timeout", "30s", "--iface", p.A.Iface)
 		cli.Env = append(os.Environ(), faults)
-		var o, e syncBuffer
+		var o, e syncbuf.Buffer
 		cli.Stdout, cli.Stderr = &o, &e
 		err := cli.Run()
 		out, errb, code = o.String(), e.String(), cli.ProcessState.ExitCode()

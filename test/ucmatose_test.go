@@ -6,15 +6,16 @@ import (
 	"time"
 
 	"github.com/softfabric/softfabric/internal/netnstest"
+	"github.com/softfabric/softfabric/internal/syncbuf"
 )
 
 // startServer starts softfabric with args in h's namespace and returns
 // its output and a channel that yields its exit status; the server is
 // killed at the test's end if it still runs.
-func startServer(t *testing.T, h *netnstest.Host, args ...string) (sout, serr *syncBuffer, done <-chan int) {
+func startServer(t *testing.T, h *netnstest.Host, args ...string) (sout, serr *syncbuf.Buffer, done <-chan int) {
 	t.Helper()
 	srv := h.Command(sfBin, args...)
-	sout, serr = new(syncBuffer), new(syncBuffer)
+	sout, serr = new(syncbuf.Buffer), new(syncbuf.Buffer)
 	srv.Stdout, srv.Stderr = sout, serr
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
@@ -62,7 +63,7 @@ func waitListening(t *testing.T, h *netnstest.Host, port string) {
 
 // waitExit returns the exit status of a server startServer started,
 // which should exit within 10 s (after its client did).
-func waitExit(t *testing.T, done <-chan int, sout, serr *syncBuffer) int {
+func waitExit(t *testing.T, done <-chan int, sout, serr *syncbuf.Buffer) int {
 	t.Helper()
 	select {
 	case code := <-done:

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/softfabric/softfabric/fabric"
+	"github.com/softfabric/softfabric/internal/syncbuf"
 )
 
 // rawPeer is an rping server written from rping.c, on the fabric API
@@ -97,7 +98,7 @@ func TestValidateCatchesBadData(t *testing.T) {
 	p.must(pep.Bind(eq))
 	p.must(pep.Listen())
 
-	var out, errb lockedBuffer
+	var out, errb syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- Ping(ctx, Config{Provider: fabric.ProviderMem, Addr: sa, Source: ca, Count: 3, Validate: true, Verbose: true}, &out, &errb)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/softfabric/softfabric/fabric"
+	"github.com/softfabric/softfabric/internal/syncbuf"
 )
 
 // The characters rping's data rotates through: 'A' to 'z'.
@@ -61,24 +62,6 @@ func TestInfoWire(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer written by the run's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 var hostNet atomic.Uint32
 
 // addrs returns a fresh server and client address for in-process devices.
@@ -89,7 +72,7 @@ func addrs() (server, client netip.Addr) {
 
 // side is one end's output and result.
 type side struct {
-	out, err lockedBuffer
+	out, err syncbuf.Buffer
 	res      error
 }
 
@@ -205,7 +188,7 @@ func TestNoServer(t *testing.T) {
 	}
 	defer d.Close()
 	start := time.Now()
-	var out, errb lockedBuffer
+	var out, errb syncbuf.Buffer
 	err = Ping(context.Background(), Config{Provider: fabric.ProviderMem, Addr: sa, Source: ca, Count: 1}, &out, &errb)
 	if err == nil || !strings.Contains(err.Error(), "RDMA_CM_EVENT_REJECTED: no rping server at "+sa.String()+":7174") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("no server: %v", err)
@@ -221,7 +204,7 @@ func TestNoServer(t *testing.T) {
 // TestNoHost: a client of an address nobody has fails at once.
 func TestNoHost(t *testing.T) {
 	sa, ca := addrs()
-	var out, errb lockedBuffer
+	var out, errb syncbuf.Buffer
 	err := Ping(context.Background(), Config{Provider: fabric.ProviderMem, Addr: sa, Source: ca, Count: 1}, &out, &errb)
 	if err == nil || !strings.Contains(err.Error(), "RDMA_CM_EVENT_ADDR_ERROR: nobody answers for "+sa.String()) {
 		t.Fatalf("no host: %v", err)
@@ -249,7 +232,7 @@ func TestPersistent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	sa, _ := addrs()
-	var sout, serr lockedBuffer
+	var sout, serr syncbuf.Buffer
 	s, err := Listen(ctx, Config{Provider: fabric.ProviderMem, Addr: sa, Persistent: true, Verbose: true}, &sout, &serr)
 	if err != nil {
 		t.Fatal(err)
@@ -265,7 +248,7 @@ func TestPersistent(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				var out, errb lockedBuffer
+				var out, errb syncbuf.Buffer
 				cfg := Config{Provider: fabric.ProviderMem, Addr: sa, Source: ca, Count: 5, Validate: true, Verbose: true}
 				if err := Ping(ctx, cfg, &out, &errb); err != nil || out.String() != lines("ping data: ", 5, DefaultSize) {
 					t.Errorf("round %d: client %v:\n%s%s", round, err, out.String(), errb.String())

@@ -1,36 +1,17 @@
 package ucmatose
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net/netip"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/softfabric/softfabric/fabric"
+	"github.com/softfabric/softfabric/internal/syncbuf"
 )
-
-// lockedBuffer is a bytes.Buffer written by the run's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 var hostNet atomic.Uint32
 
@@ -42,7 +23,7 @@ func addrs() (server, client netip.Addr) {
 
 // side is one end's output and result.
 type side struct {
-	out, err lockedBuffer
+	out, err syncbuf.Buffer
 	res      error
 }
 
@@ -171,7 +152,7 @@ func TestTooManyClients(t *testing.T) {
 	sa, ca := addrs()
 	srv := Defaults()
 	srv.Provider, srv.Bind, srv.Count = fabric.ProviderMem, sa, 2
-	var sout, serr lockedBuffer
+	var sout, serr syncbuf.Buffer
 	s, err := Listen(ctx, srv, &sout, &serr)
 	if err != nil {
 		t.Fatal(err)
@@ -183,7 +164,7 @@ func TestTooManyClients(t *testing.T) {
 	// come only after a second client was turned away.
 	cli := srv
 	cli.Server, cli.Bind, cli.Connections = sa, ca, 2
-	var out, errb lockedBuffer
+	var out, errb syncbuf.Buffer
 	err = Run(ctx, cli, &out, &errb)
 	var ce *CMError
 	if !errors.As(err, &ce) || ce.Event != "RDMA_CM_EVENT_REJECTED" || ce.Status != 8 {
@@ -215,7 +196,7 @@ func TestNoServer(t *testing.T) {
 	start := time.Now()
 	cfg := Defaults()
 	cfg.Provider, cfg.Server, cfg.Bind = fabric.ProviderMem, sa, ca
-	var out, errb lockedBuffer
+	var out, errb syncbuf.Buffer
 	err = Run(context.Background(), cfg, &out, &errb)
 	if err == nil || !strings.Contains(err.Error(), "RDMA_CM_EVENT_REJECTED, error: 8: nobody listens at "+sa.String()+":7471") ||
 		strings.Contains(err.Error(), "\n") {
@@ -235,7 +216,7 @@ func TestNoHost(t *testing.T) {
 	sa, ca := addrs()
 	cfg := Defaults()
 	cfg.Provider, cfg.Server, cfg.Bind = fabric.ProviderMem, sa, ca
-	var out, errb lockedBuffer
+	var out, errb syncbuf.Buffer
 	err := Run(context.Background(), cfg, &out, &errb)
 	if err == nil || !strings.Contains(err.Error(), "RDMA_CM_EVENT_ADDR_ERROR") || !strings.Contains(out.String(), "return status -110\n") {
 		t.Fatalf("no host: %v\n%s", err, out.String())
@@ -264,7 +245,7 @@ func TestRDMAServerClient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	sa, ca := addrs()
-	var sout, serr, cout, cerr lockedBuffer
+	var sout, serr, cout, cerr syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- RDMAServer(ctx, RDMAConfig{Provider: fabric.ProviderMem, Addr: sa}, &sout, &serr)
@@ -272,7 +253,7 @@ func TestRDMAServerClient(t *testing.T) {
 	// rdma_server says nothing when it listens: try until it does.
 	var err error
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		cout, cerr = lockedBuffer{}, lockedBuffer{}
+		cout, cerr = syncbuf.Buffer{}, syncbuf.Buffer{}
 		err = RDMAClient(ctx, RDMAConfig{Provider: fabric.ProviderMem, Addr: sa, Source: ca}, &cout, &cerr)
 		if err == nil || !errors.Is(err, fabric.ErrRejected) && !errors.Is(err, fabric.ErrAddrNotAvail) || time.Now().After(deadline) {
 			break
@@ -300,7 +281,7 @@ func TestRDMAClientNoServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	var out, errb lockedBuffer
+	var out, errb syncbuf.Buffer
 	err = RDMAClient(context.Background(), RDMAConfig{Provider: fabric.ProviderMem, Addr: sa, Source: ca}, &out, &errb)
 	if err == nil || !strings.Contains(err.Error(), "rdma_connect: RDMA_CM_EVENT_REJECTED") || out.String() != "rdma_client: start\nrdma_client: end -1\n" {
 		t.Fatalf("no server: %v\n%s", err, out.String())
