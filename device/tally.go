@@ -17,7 +17,7 @@ type TransportStats = daemonapi.Transport
 
 // addStats adds an RC queue pair's counters to t.
 func addStats(t *TransportStats, s rc.Stats) {
-	t.Add(TransportStats{Retransmits: s.Retransmits, Timeouts: s.Timeouts, SeqNAKsSent: s.SeqNAKsSent, SeqNAKsRcvd: s.SeqNAKsRcvd,
+	t.Add(TransportStats{Retransmits: s.Retransmits, Timeouts: s.Timeouts, LateTimeouts: s.LateTimeouts, SeqNAKsSent: s.SeqNAKsSent, SeqNAKsRcvd: s.SeqNAKsRcvd,
 		RNRNAKsSent: s.RNRNAKsSent, RNRNAKsRcvd: s.RNRNAKsRcvd, ErrNAKsSent: s.ErrNAKsSent, ErrNAKsRcvd: s.ErrNAKsRcvd})
 }
 

@@ -182,6 +182,7 @@ type TransportStats struct {
 	TxPackets, RxPackets uint64
 	Retransmits          uint64
 	Timeouts             uint64
+	LateTimeouts         uint64 // of Timeouts, noticed over a timeout late: no retry spent
 	Probes               uint64
 	SeqNAKs, RNRNAKs     uint64 // received
 	Dropped              uint64
@@ -237,6 +238,7 @@ func addRC(s *TransportStats, r rc.Stats) {
 	s.RxPackets += r.RxPackets
 	s.Retransmits += r.Retransmits
 	s.Timeouts += r.Timeouts
+	s.LateTimeouts += r.LateTimeouts
 	s.Probes += r.Probes
 	s.SeqNAKs += r.SeqNAKsRcvd
 	s.RNRNAKs += r.RNRNAKsRcvd

@@ -332,8 +332,8 @@ func printDaemon(w io.Writer, d *daemonapi.Stats, indent string) {
 		fmt.Fprintf(w, "%s\tapp[%d]: pid %d uid %d %q, %d QPs, %d connections, rx %d tx %d denied %d dropped %d\n",
 			indent, a.ID, a.PID, a.UID, a.Name, len(a.QPs), a.Conns, a.RxFrames, a.TxFrames, a.Denied, a.Dropped)
 		if t := a.Transport; t != nil {
-			fmt.Fprintf(w, "%s\t\ttransport: retransmits %d timeouts %d seq_naks %d/%d rnr_naks %d/%d err_naks %d/%d (sent/received) cq_overruns %d\n",
-				indent, t.Retransmits, t.Timeouts, t.SeqNAKsSent, t.SeqNAKsRcvd, t.RNRNAKsSent, t.RNRNAKsRcvd, t.ErrNAKsSent, t.ErrNAKsRcvd, t.CQOverruns)
+			fmt.Fprintf(w, "%s\t\ttransport: retransmits %d timeouts %d (late %d) seq_naks %d/%d rnr_naks %d/%d err_naks %d/%d (sent/received) cq_overruns %d\n",
+				indent, t.Retransmits, t.Timeouts, t.LateTimeouts, t.SeqNAKsSent, t.SeqNAKsRcvd, t.RNRNAKsSent, t.RNRNAKsRcvd, t.ErrNAKsSent, t.ErrNAKsRcvd, t.CQOverruns)
 		}
 	}
 }

@@ -92,7 +92,7 @@ type named struct {
 }
 
 func transportCounters(t *daemonapi.Transport) []named {
-	return []named{{"retransmits", t.Retransmits}, {"timeouts", t.Timeouts},
+	return []named{{"retransmits", t.Retransmits}, {"timeouts", t.Timeouts}, {"late_timeouts", t.LateTimeouts},
 		{"seq_naks_sent", t.SeqNAKsSent}, {"seq_naks_rcvd", t.SeqNAKsRcvd}, {"rnr_naks_sent", t.RNRNAKsSent},
 		{"rnr_naks_rcvd", t.RNRNAKsRcvd}, {"err_naks_sent", t.ErrNAKsSent}, {"err_naks_rcvd", t.ErrNAKsRcvd},
 		{"cq_overruns", t.CQOverruns}}

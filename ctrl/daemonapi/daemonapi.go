@@ -77,19 +77,23 @@ type Request struct {
 type Transport struct {
 	Retransmits uint64 `json:"retransmits"`
 	Timeouts    uint64 `json:"timeouts"`
-	SeqNAKsSent uint64 `json:"seq_naks_sent"`
-	SeqNAKsRcvd uint64 `json:"seq_naks_rcvd"`
-	RNRNAKsSent uint64 `json:"rnr_naks_sent"`
-	RNRNAKsRcvd uint64 `json:"rnr_naks_rcvd"`
-	ErrNAKsSent uint64 `json:"err_naks_sent"`
-	ErrNAKsRcvd uint64 `json:"err_naks_rcvd"`
-	CQOverruns  uint64 `json:"cq_overruns"`
+	// LateTimeouts are the timeouts noticed over a timeout late (the
+	// application's worker starved), which spent no retry.
+	LateTimeouts uint64 `json:"late_timeouts"`
+	SeqNAKsSent  uint64 `json:"seq_naks_sent"`
+	SeqNAKsRcvd  uint64 `json:"seq_naks_rcvd"`
+	RNRNAKsSent  uint64 `json:"rnr_naks_sent"`
+	RNRNAKsRcvd  uint64 `json:"rnr_naks_rcvd"`
+	ErrNAKsSent  uint64 `json:"err_naks_sent"`
+	ErrNAKsRcvd  uint64 `json:"err_naks_rcvd"`
+	CQOverruns   uint64 `json:"cq_overruns"`
 }
 
 // Add adds o's counters to t's.
 func (t *Transport) Add(o Transport) {
 	t.Retransmits += o.Retransmits
 	t.Timeouts += o.Timeouts
+	t.LateTimeouts += o.LateTimeouts
 	t.SeqNAKsSent += o.SeqNAKsSent
 	t.SeqNAKsRcvd += o.SeqNAKsRcvd
 	t.RNRNAKsSent += o.RNRNAKsSent
