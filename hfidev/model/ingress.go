@@ -17,10 +17,11 @@ type IngressStats struct {
 	NotKDETH  uint64 // GRH (LNH 3), a non-KDETH opcode or QP, or KDETH.KVer ≠ 1: no kernel context is modeled
 	NoContext uint64 // BTH.QP names no context in use
 	JKey      uint64 // KDETH.JKey differs from the receiving context's
+	Disabled  uint64 // the context is disabled: frozen by a link down, until its CTXT_RESET
 }
 
 type ingressDrops struct {
-	received, delivered, malformed, notLocal, notKDETH, noContext, jkey atomic.Uint64
+	received, delivered, malformed, notLocal, notKDETH, noContext, jkey, disabled atomic.Uint64
 }
 
 // Ingress takes one 9B packet as it arrives from the link: the LRH through
@@ -31,7 +32,10 @@ type ingressDrops struct {
 // KDETH prefix, KDETH.KVer is 1; BTH.QP[7:0] names a context in use; its
 // JKey matches. The receive context then writes the entry (see RcvStats).
 // pkt is only read during the call.
-func (u *Unit) Ingress(pkt []byte) {
+func (u *Unit) Ingress(pkt []byte) { u.ingress(pkt, 0) }
+
+// ingress is Ingress with fault: RHF error bits the wire adds (SetFault).
+func (u *Unit) ingress(pkt []byte, fault uint64) {
 	d := &u.drops
 	d.received.Add(1)
 	h := abi.Header9B(pkt)
@@ -40,7 +44,7 @@ func (u *Unit) Ingress(pkt []byte) {
 		d.malformed.Add(1)
 		return
 	}
-	if h.DLID() != u.cfg.LID {
+	if h.DLID() != u.LID() {
 		d.notLocal.Add(1)
 		return
 	}
@@ -59,12 +63,16 @@ func (u *Unit) Ingress(pkt []byte) {
 		d.noContext.Add(1)
 		return
 	}
+	if u.rcvOff[idx].Load() {
+		d.disabled.Add(1)
+		return
+	}
 	if h.JKey() != u.cfg.JKey {
 		d.jkey.Add(1)
 		return
 	}
 	d.delivered.Add(1)
-	r.deliver(pkt)
+	r.deliver(pkt, fault)
 }
 
 // IngressStats returns the unit's ingress counters.
@@ -73,7 +81,7 @@ func (u *Unit) IngressStats() IngressStats {
 	return IngressStats{
 		Received: d.received.Load(), Delivered: d.delivered.Load(), Malformed: d.malformed.Load(),
 		NotLocal: d.notLocal.Load(), NotKDETH: d.notKDETH.Load(), NoContext: d.noContext.Load(),
-		JKey: d.jkey.Load(),
+		JKey: d.jkey.Load(), Disabled: d.disabled.Load(),
 	}
 }
 

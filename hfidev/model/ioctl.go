@@ -46,11 +46,14 @@ func (u *Unit) Ioctl(fd int, cmd uint32, arg []byte) error {
 		f.ctxt.send.force()
 		return nil
 	case abi.IoctlCtxtReset:
-		return f.ctxt.send.reset()
+		return u.ctxtReset(f.ctxt)
+	case abi.IoctlAckEvent:
+		u.ackEvents(f, le.Uint64(arg))
+		return nil
 	case abi.IoctlTIDUpdate, abi.IoctlTIDFree, abi.IoctlTIDInvalRead:
 		return tidIoctl(f.ctxt.tids, cmd, arg)
 	case abi.IoctlRecvCtrl,
-		abi.IoctlPollType, abi.IoctlAckEvent, abi.IoctlSetPKey:
+		abi.IoctlPollType, abi.IoctlSetPKey:
 		return fmt.Errorf("%s: %w", abi.IoctlName(cmd), ErrNotModeled)
 	}
 	return unix.EINVAL
@@ -82,6 +85,7 @@ func (u *Unit) assignCtxt(f *file, arg []byte) error {
 		if c == nil {
 			c = u.newContext(i)
 			u.ctxts[i] = c
+			u.rcvOff[i].Store(false)
 			u.rcv[i].Store(c.rcv)
 			f.ctxt = c
 			return nil

@@ -88,8 +88,9 @@ func (r *rcvCtxt) egrHead() int {
 }
 
 // deliver writes one packet: pkt is a 9B KDETH packet (header and
-// payload, no ICRC) that Ingress has routed here.
-func (r *rcvCtxt) deliver(pkt []byte) {
+// payload, no ICRC) that Ingress has routed here; fault holds RHF error
+// bits the wire adds (Wire.SetFault).
+func (r *rcvCtxt) deliver(pkt []byte, fault uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	// The queue is full when the entry after the tail is the head: the
@@ -129,6 +130,7 @@ func (r *rcvCtxt) deliver(pkt []byte) {
 			r.stats.EgrFull++
 		}
 	}
+	f.Errors |= fault
 	if h.PktLen() != uint16(dws) {
 		f.Errors |= abi.RHFLenErr
 		r.stats.LenErr++
@@ -191,6 +193,12 @@ func jkrRHE(errs uint64) uint64 {
 	}
 	if errs&abi.RHFLenErr != 0 {
 		e |= abi.RHELenErr
+	}
+	if errs&abi.RHFICRCErr != 0 {
+		e |= abi.RHEICRCErr
+	}
+	if errs&abi.RHFECCErr != 0 {
+		e |= abi.RHEECCErr
 	}
 	return e
 }

@@ -312,4 +312,7 @@ func (u *Unit) ReleaseSDMACompletions(n int, newestFirst bool) int {
 // made while they are stopped fails with ECOMM ("engine down").
 func (u *Unit) SetSDMARunning(run bool) { u.sdmaStopped.Store(!run) }
 
-func (u *Unit) sdmaRunning() bool { return !u.sdmaStopped.Load() }
+// sdmaRunning: the engine is running unless SetSDMARunning stopped it or
+// the link is down (the driver's engines leave s99_running on a link
+// down and return on link up: sdma.c, e85_link_down, sdma_all_running).
+func (u *Unit) sdmaRunning() bool { return !u.sdmaStopped.Load() && !u.portDown.Load() }

@@ -44,8 +44,16 @@ type Unit struct {
 	// read without mu, so that delivery never waits on a control call.
 	rcv   []atomic.Pointer[rcvCtxt]
 	drops ingressDrops
+	// rcvOff[i] is set while context i's receive side is disabled: from
+	// a freeze until its CTXT_RESET (linkstate.go).
+	rcvOff []atomic.Bool
 
 	sdmaHold, sdmaStopped atomic.Bool
+
+	// The port (linkstate.go): its LID (Config.LID until SetLID) and
+	// whether its link is down.
+	lid      atomic.Uint32
+	portDown atomic.Bool
 }
 
 var _ sys.Sys = (*Unit)(nil)
@@ -75,6 +83,10 @@ type context struct {
 	rcv   *rcvCtxt
 	sdma  *sdmaQueue // nil without CapSDMA
 	tids  *rcvArray
+
+	// frozen: a freeze halted the send context and disabled the receive
+	// context; CTXT_RESET re-enables both (under Unit.mu).
+	frozen bool
 }
 
 // NewUnit builds a modeled unit.
@@ -94,7 +106,10 @@ func NewUnit(cfg Config) (*Unit, error) {
 		credits: alignedBytes(abi.PageAlign(maxSend * crStructSize)),
 		mapped:  make(map[sys.Region]struct{}),
 		rcv:     make([]atomic.Pointer[rcvCtxt], cfg.UserContexts),
+		rcvOff:  make([]atomic.Bool, cfg.UserContexts),
 	}
+	u.lid.Store(uint32(cfg.LID))
+	u.initStatus()
 	return u, nil
 }
 
@@ -112,8 +127,12 @@ func (u *Unit) SetEgress(fn Egress) {
 // Path is the name Open accepts: "model:hfi1_N".
 func (u *Unit) Path() string { return u.path }
 
-// Config returns the unit's configuration.
-func (u *Unit) Config() Config { return u.cfg }
+// Config returns the unit's configuration, with the port's current LID.
+func (u *Unit) Config() Config {
+	c := u.cfg
+	c.LID = u.LID()
+	return c
+}
 
 // alignedBytes returns n zeroed bytes starting 8-byte aligned, so that
 // regions over them take atomic 64-bit accesses.

@@ -12,21 +12,66 @@ import (
 // (the store that completes a PIO packet returns after the peer has
 // written its RcvHdrQ entry). The PBC stays behind, as on a real link.
 //
+// The link can be taken down (SetLinkUp: both ports go down, with what
+// the driver does to their contexts, and whatever either unit emits until
+// it is up again is dropped), packets lost (SetDrop) or damaged on the way
+// (SetFault: the receiving chip flags them).
+//
 // Simplifications: no switch, no link delay or credits between ports, no
-// ICRC on the wire; on JKR only 9B packets (PBC.L2Type 9B) cross, 16B ones
-// are counted in Stats.NotModeled and dropped.
+// ICRC on the wire (a damaged packet is flagged, not checked); on JKR only
+// 9B packets (PBC.L2Type 9B) cross, 16B ones are counted in
+// Stats.NotModeled and dropped.
 type Wire struct {
-	a, b *Unit
-	drop atomic.Pointer[func(from *Unit, pkt []byte) bool]
+	a, b  *Unit
+	drop  atomic.Pointer[func(from *Unit, pkt []byte) bool]
+	fault atomic.Pointer[func(from *Unit, pkt []byte) Fault]
 
-	carried, dropped, notModeled atomic.Uint64
+	carried, dropped, notModeled, linkDown, icrc, ecc, length atomic.Uint64
 }
 
 // WireStats counts what a wire did.
 type WireStats struct {
-	Carried    uint64 // handed to the peer's Ingress
-	Dropped    uint64 // taken by the SetDrop function
+	Carried    uint64 // handed to the peer's Ingress (damaged ones included)
+	Dropped    uint64 // taken by the SetDrop function or a FaultDrop
 	NotModeled uint64 // 16B packets on JKR
+	LinkDown   uint64 // emitted while the link was down: dropped
+	// Damaged packets carried, by Fault.
+	ICRC, ECC, Len uint64
+}
+
+// Fault is what the wire does to one packet (SetFault).
+type Fault uint8
+
+// Faults.
+const (
+	// FaultNone: carried as sent.
+	FaultNone Fault = iota
+	// FaultDrop: lost, as with SetDrop.
+	FaultDrop
+	// FaultICRC: corrupted on the way, so that the receiving chip's ICRC
+	// check fails: the last payload byte arrives inverted and the entry
+	// has RHF.IcrcErr (JKR: RHE.IcrcErr, RHF.RheValid). The header and
+	// the payload are written as for a good packet.
+	FaultICRC
+	// FaultECC: an uncorrectable ECC error in the receiving chip's
+	// buffer: the last payload byte inverted, RHF.EccErr (JKR:
+	// RHE.EccErr).
+	FaultECC
+	// FaultLen: a dword more arrives than LRH.PktLen says (a zero dword
+	// after the payload); the chip sets LenErr as for any length mismatch
+	// (RcvStats.LenErr).
+	FaultLen
+)
+
+// faultBits are the WFR RHF error bits the receiving chip adds for f.
+func (f Fault) faultBits() uint64 {
+	switch f {
+	case FaultICRC:
+		return abi.RHFICRCErr
+	case FaultECC:
+		return abi.RHFECCErr
+	}
+	return 0
 }
 
 // Connect joins a and b, replacing both units' egress functions.
@@ -38,7 +83,8 @@ func Connect(a, b *Unit) *Wire {
 }
 
 // SetDrop installs a loss function: a packet (PBC excluded) for which it
-// returns true is lost on the wire. nil loses nothing.
+// returns true is lost on the wire. nil loses nothing. It is asked before
+// the SetFault function, independently of it.
 func (w *Wire) SetDrop(fn func(from *Unit, pkt []byte) bool) {
 	if fn == nil {
 		w.drop.Store(nil)
@@ -47,10 +93,36 @@ func (w *Wire) SetDrop(fn func(from *Unit, pkt []byte) bool) {
 	w.drop.Store(&fn)
 }
 
+// SetFault installs a fault function: every packet (PBC excluded) the
+// link carries is given to it, and what it returns happens to the packet
+// (Fault). nil damages nothing. pkt must not be changed or kept.
+func (w *Wire) SetFault(fn func(from *Unit, pkt []byte) Fault) {
+	if fn == nil {
+		w.fault.Store(nil)
+		return
+	}
+	w.fault.Store(&fn)
+}
+
+// SetLinkUp takes the link down or brings it up: both ports change state
+// (Unit.SetLinkUp: status page, freeze, event bits), and while the link
+// is down every packet either unit emits is dropped (Stats.LinkDown).
+func (w *Wire) SetLinkUp(up bool) {
+	w.a.SetLinkUp(up)
+	w.b.SetLinkUp(up)
+}
+
+// LinkUp reports whether both ports are up.
+func (w *Wire) LinkUp() bool { return w.a.LinkUp() && w.b.LinkUp() }
+
 func (w *Wire) carry(from, to *Unit, pkt []byte) {
 	pbc := abi.PBC(binary.LittleEndian.Uint64(pkt))
 	if from.cfg.Chip != abi.ChipWFR && pbc.L2Type() == abi.L2Type16B {
 		w.notModeled.Add(1)
+		return
+	}
+	if !from.LinkUp() || !to.LinkUp() {
+		w.linkDown.Add(1)
 		return
 	}
 	body := pkt[abi.PBCSize:]
@@ -58,11 +130,37 @@ func (w *Wire) carry(from, to *Unit, pkt []byte) {
 		w.dropped.Add(1)
 		return
 	}
+	f := FaultNone
+	if fn := w.fault.Load(); fn != nil {
+		f = (*fn)(from, body)
+	}
+	switch f {
+	case FaultNone:
+	case FaultDrop:
+		w.dropped.Add(1)
+		return
+	case FaultICRC, FaultECC:
+		if f == FaultICRC {
+			w.icrc.Add(1)
+		} else {
+			w.ecc.Add(1)
+		}
+		body = append([]byte(nil), body...)
+		if len(body) > abi.Header9BSize {
+			body[len(body)-1] ^= 0xff
+		}
+	case FaultLen:
+		w.length.Add(1)
+		body = append(append([]byte(nil), body...), 0, 0, 0, 0)
+	default:
+		f = FaultNone
+	}
 	w.carried.Add(1)
-	to.Ingress(body)
+	to.ingress(body, f.faultBits())
 }
 
 // Stats returns the wire's counters.
 func (w *Wire) Stats() WireStats {
-	return WireStats{Carried: w.carried.Load(), Dropped: w.dropped.Load(), NotModeled: w.notModeled.Load()}
+	return WireStats{Carried: w.carried.Load(), Dropped: w.dropped.Load(), NotModeled: w.notModeled.Load(),
+		LinkDown: w.linkDown.Load(), ICRC: w.icrc.Load(), ECC: w.ecc.Load(), Len: w.length.Load()}
 }
