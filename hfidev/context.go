@@ -59,6 +59,7 @@ type Context struct {
 	sdma   *SDMA
 	tids   []abi.TIDEntry        // the TID ioctls' tidlist; see tidScratch
 	tidArg [abi.TIDInfoSize]byte // the TID ioctls' argument; see tidIoctl
+	ackArg [8]byte               // ACK_EVENT's argument
 }
 
 // OpenContext opens the device at path through s and sets up a context as
@@ -184,11 +185,33 @@ func (c *Context) CreditReturn() abi.CreditReturn {
 	return abi.CreditReturn(m.Region.Load64(m.Off))
 }
 
-// Events reads this (context, subcontext)'s event bits.
+// Events reads this (context, subcontext)'s event bits (abi.EventFrozen,
+// abi.EventLinkDown, abi.EventLIDChange, abi.EventTIDMMUNotify…). They
+// stay set until acknowledged (AckEvents; TIDInvalidated clears
+// abi.EventTIDMMUNotify).
 func (c *Context) Events() uint64 {
 	m := &c.maps[abi.MmapEvents]
 	return m.Region.Load64(m.Off)
 }
+
+// AckEvents clears event bits (ACK_EVENT): the driver clears those of
+// bits up to abi.EventMaxBit in this context's word and ignores the rest.
+// It does not allocate.
+func (c *Context) AckEvents(bits uint64) error {
+	le.PutUint64(c.ackArg[:], bits)
+	return c.ioctl(abi.IoctlAckEvent, c.ackArg[:])
+}
+
+// Status reads the unit's STATUS page: dev and port status bits
+// (abi.StatusIBReady in Port while the link is ACTIVE).
+func (c *Context) Status() abi.Status {
+	m := &c.maps[abi.MmapStatus]
+	return abi.Status{Dev: m.Region.Load64(abi.StatusDevOff), Port: m.Region.Load64(abi.StatusPortOff)}
+}
+
+// LinkUp reports whether the port's link is ACTIVE (the STATUS page's
+// abi.StatusIBReady).
+func (c *Context) LinkUp() bool { return c.Status().LinkUp() }
 
 // CreditUpdate asks the chip for a credit return now (CREDIT_UPD).
 func (c *Context) CreditUpdate() error { return c.ioctl(abi.IoctlCreditUpd, nil) }
@@ -204,12 +227,35 @@ func (c *Context) Receiver() *Receiver { return c.rcv }
 
 // Reset restarts a halted send context (CTXT_RESET; ENOLCK if it has not
 // halted) and rewinds the PIO sender to match.
+//
+// After a freeze (Events has abi.EventFrozen: the chip froze, on a link
+// down for one, halting the send context and disabling the receive
+// context) CTXT_RESET also enables the receive context again, which
+// restarts its RcvHdrQ at entry 0 with RcvSeq 1, zeroed, and its eager
+// index at 0. Reset then first acknowledges abi.EventFrozen and restarts
+// the Receiver to match, as PSM does (spio_reset_hfi_internal): entries
+// not yet polled are lost, and a packet held by Poll must not be used
+// afterwards. A freeze that comes between the acknowledgement and the
+// ioctl is not told apart (as in PSM).
 func (c *Context) Reset() error {
+	if c.Events()&abi.EventFrozen != 0 {
+		if err := c.AckEvents(abi.EventFrozen); err != nil {
+			return err
+		}
+		c.rcv.restart()
+	}
 	if err := c.ioctl(abi.IoctlCtxtReset, nil); err != nil {
 		return err
 	}
 	c.pio.reset()
 	return nil
+}
+
+// restart puts the receiver where the chip's receive context starts when
+// it is enabled (hfi1_rcvctrl CTXT_ENB): head 0, RcvSeq 1, eager head 0,
+// nothing held or left to write.
+func (r *Receiver) restart() {
+	r.head, r.seq, r.unwritten, r.egrHead, r.held = 0, abi.RcvSeqFirst, 0, 0, false
 }
 
 // Close unmaps every region and closes the device, which releases the
