@@ -148,6 +148,14 @@ type Stats struct {
 	RxPlaced         uint64 // frames handed to the engine with their payload placed (also in RxFrames)
 	RxUnplaced       uint64 // expected packets no live range accounts for: dropped
 	RxBadPlaced      uint64 // expected packets whose ICRC did not match the placed payload: dropped
+
+	// Driver events (the context's event word, read by Recv).
+	Freezes   uint64 // EventFrozen seen: the context reset (CTXT_RESET), its receive queue restarted
+	LinkDowns uint64 // EventLinkDown seen and acknowledged
+	// EventBits is every event bit seen, ORed (EventTIDMMUNotify
+	// included, which TID_INVAL_READ clears; the others are acknowledged
+	// with ACK_EVENT).
+	EventBits uint64
 }
 
 type counters struct {
@@ -155,6 +163,7 @@ type counters struct {
 	rxFrames, rxErrors, rxForeign, rxTooLarge                                                                atomic.Uint64
 	expects, expectFailed, expectSkipped, sinksExpired, sinksInvalidated, grantsSent, grantsRcvd, txExpected atomic.Uint64
 	rxPlaced, rxUnplaced, rxBadPlaced                                                                        atomic.Uint64
+	freezes, linkDowns, eventBits                                                                            atomic.Uint64
 }
 
 // peer is a table entry with its prebuilt receive path (headers of frames
@@ -316,7 +325,8 @@ func (l *Link) Context() *hfidev.Context { return l.ctx }
 func (l *Link) Close() error { return l.ctx.Close() }
 
 // LastTxError is the last packet PIO or SDMA refused (counted in
-// TxErrors), nil if none.
+// TxErrors), or the last failed reset or acknowledgement of a driver
+// event (not counted), nil if none.
 func (l *Link) LastTxError() error {
 	if e := l.lastErr.Load(); e != nil {
 		return *e
@@ -335,6 +345,43 @@ func (l *Link) Stats() Stats {
 		Expects: s.expects.Load(), ExpectFailed: s.expectFailed.Load(), ExpectSkipped: s.expectSkipped.Load(), SinksExpired: s.sinksExpired.Load(), SinksInvalidated: s.sinksInvalidated.Load(),
 		GrantsSent: s.grantsSent.Load(), GrantsRcvd: s.grantsRcvd.Load(), TxExpected: s.txExpected.Load(),
 		RxPlaced: s.rxPlaced.Load(), RxUnplaced: s.rxUnplaced.Load(), RxBadPlaced: s.rxBadPlaced.Load(),
+		Freezes: s.freezes.Load(), LinkDowns: s.linkDowns.Load(), EventBits: s.eventBits.Load(),
+	}
+}
+
+// LinkUp reports whether the port's link is ACTIVE (the driver's status
+// page). While it is not, the chip drops what the link sends and RC
+// retransmits once it is back.
+func (l *Link) LinkUp() bool { return l.ctx.LinkUp() }
+
+// events handles the context's event word ev (nonzero), as PSM does: an
+// invalidation (EventTIDMMUNotify) ends the ranges in that buffer; a
+// freeze (EventFrozen: on a link down the chip halts the send context and
+// disables the receive context) resets the context now, which restarts
+// the receive queue and acknowledges the freeze (hfidev.Context.Reset),
+// rather than on the next PIO send, so that a link sending only by SDMA
+// receives again too; the rest (EventLinkDown, EventLIDChange…) is
+// acknowledged and counted. Nothing else is needed: the chip drops what
+// is sent while the link is down and RC retransmits. A LID change is not
+// followed: peers' tables still hold the old LID.
+func (l *Link) events(ev uint64) {
+	l.st.eventBits.Or(ev)
+	if ev&abi.EventTIDMMUNotify != 0 && l.exp.nsinks > 0 {
+		l.invalidated()
+	}
+	if ev&abi.EventFrozen != 0 {
+		l.st.freezes.Add(1)
+		if err := l.ctx.Reset(); err != nil {
+			l.lastErr.Store(&err)
+		}
+	}
+	if ack := ev & abi.EventMask &^ (abi.EventTIDMMUNotify | abi.EventFrozen); ack != 0 {
+		if err := l.ctx.AckEvents(ack); err != nil {
+			l.lastErr.Store(&err)
+		}
+		if ack&abi.EventLinkDown != 0 {
+			l.st.linkDowns.Add(1)
+		}
 	}
 }
 
@@ -387,4 +434,7 @@ func (s *Stats) Add(o Stats) {
 	s.RxPlaced += o.RxPlaced
 	s.RxUnplaced += o.RxUnplaced
 	s.RxBadPlaced += o.RxBadPlaced
+	s.Freezes += o.Freezes
+	s.LinkDowns += o.LinkDowns
+	s.EventBits |= o.EventBits
 }

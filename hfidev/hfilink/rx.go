@@ -17,8 +17,8 @@ func (l *Link) Recv(bufs [][]byte, sizes []int) (int, error) {
 	if len(l.exp.placed) < n {
 		l.exp.placed = make([][]byte, n)
 	}
-	if l.exp.nsinks > 0 && l.ctx.Events()&abi.EventTIDMMUNotify != 0 {
-		l.invalidated()
+	if ev := l.ctx.Events(); ev != 0 {
+		l.events(ev)
 	}
 	got := 0
 	for got < n {
