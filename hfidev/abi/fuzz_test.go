@@ -45,6 +45,56 @@ func FuzzHeader9B(f *testing.F) {
 				t.Fatalf("byte %d: %#x re-encodes to %#x", i, b[i], out[i])
 			}
 		}
+		// The shared BTH/KDETH view reads what Header9B reads.
+		tr := h.BTHKDETH().Decode()
+		if tr.Opcode != fields.Opcode || tr.QP != fields.QP || tr.PSN != fields.PSN || tr.PKey != fields.PKey ||
+			tr.TID != fields.TID || tr.KVer != fields.KVer || tr.JKey != fields.JKey || tr.SWData != fields.SWData ||
+			h.BTHKDETH().TIDOffset() != h.TIDOffset() {
+			t.Fatalf("BTHKDETH %+v, Header9B %+v", tr, fields)
+		}
+	})
+}
+
+// FuzzHeader16B: as FuzzHeader9B for the 16B header: any bytes parse
+// without panicking; fields round-trip; re-encoding keeps every bit but
+// the reserved ones (LRH dword 3 [31:24], BTH byte 4 [5:0]); the BTH and
+// KDETH read the same through Header16B.BTHKDETH as through a 9B header
+// holding them.
+func FuzzHeader16B(f *testing.F) {
+	f.Add(make([]byte, Header16BSize))
+	f.Add(bytes.Repeat([]byte{0xff}, Header16BSize+8))
+	f.Add([]byte{1, 2, 3})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h := Header16B(b)
+		if h.Check() != nil {
+			if len(b) >= Header16BSize {
+				t.Fatalf("Check refused %d bytes", len(b))
+			}
+			return
+		}
+		fields := h.Decode()
+		out := make(Header16B, Header16BSize)
+		fields.Encode(out)
+		if out.Decode() != fields {
+			t.Fatalf("fields do not round-trip: %+v", fields)
+		}
+		mask := bytes.Repeat([]byte{0xff}, Header16BSize)
+		mask[15] = 0
+		mask[LRH16BSize+4] = 0xc0
+		for i := range Header16BSize {
+			if out[i] != b[i]&mask[i] {
+				t.Fatalf("byte %d: %#x re-encodes to %#x", i, b[i], out[i])
+			}
+		}
+		if fields.SLID > 0xffffff || fields.DLID > 0xffffff || fields.PktLen > 0x7ff {
+			t.Fatalf("field beyond its width: %+v", fields)
+		}
+		h9 := make(Header9B, Header9BSize)
+		copy(h9[LRH9BSize:], h.BTHKDETH())
+		if d := h9.Decode(); d.Opcode != fields.BTHKDETH.Opcode || d.QP != fields.BTHKDETH.QP ||
+			d.PSN != fields.BTHKDETH.PSN || d.SWData != fields.BTHKDETH.SWData || d.TIDCtrl != fields.BTHKDETH.TIDCtrl {
+			t.Fatalf("16B %+v, as 9B %+v", fields.BTHKDETH, d)
+		}
 	})
 }
 
@@ -72,22 +122,30 @@ func FuzzHdrqEntry(f *testing.F) {
 		entLen, egrTIDs, egrSize = entLen&0x3ff, egrTIDs&0xf, egrSize&0x3fff
 		e := HdrqEntry(make([]byte, max(entLen, RHFSize)))
 		egr := make([]byte, egrTIDs*egrSize)
-		l := RcvLayout{Egr: egr, EgrSize: egrSize, EgrTIDs: egrTIDs, HdrBytes: Header9BSize}
-		for _, fl := range []RHFFields{RHF(rhf).Decode(), RHFJKR(rhf).Decode()} {
-			hdr, payload, err := e.Split(&fl, &l)
-			if err != nil {
-				continue
-			}
-			if len(hdr) != Header9BSize || !within(hdr, e[:e.RHFOffset()]) {
-				t.Fatalf("header outside the entry: RHF %+v", fl)
-			}
-			if fl.UseEgrBfr {
-				buf := egr[int(fl.EgrIndex)*egrSize : int(fl.EgrIndex+1)*egrSize]
-				if !within(payload, buf) || cap(payload) != len(payload) {
-					t.Fatalf("payload outside buffer %d: RHF %+v", fl.EgrIndex, fl)
+		// 9B, and 16B with its tail quadword (which must fit the buffer too).
+		for _, l := range []RcvLayout{
+			{Egr: egr, EgrSize: egrSize, EgrTIDs: egrTIDs, HdrBytes: Header9BSize},
+			{Egr: egr, EgrSize: egrSize, EgrTIDs: egrTIDs, HdrBytes: Header16BSize, TailBytes: Tail16BSize},
+		} {
+			for _, fl := range []RHFFields{RHF(rhf).Decode(), RHFJKR(rhf).Decode()} {
+				hdr, payload, err := e.Split(&fl, &l)
+				if err != nil {
+					continue
 				}
-			} else if payload != nil {
-				t.Fatal("payload without UseEgrBfr")
+				if len(hdr) != l.HdrBytes || !within(hdr, e[:e.RHFOffset()]) {
+					t.Fatalf("header outside the entry: RHF %+v", fl)
+				}
+				if fl.UseEgrBfr {
+					buf := egr[int(fl.EgrIndex)*egrSize : int(fl.EgrIndex+1)*egrSize]
+					if !within(payload, buf) || cap(payload) != len(payload) {
+						t.Fatalf("payload outside buffer %d: RHF %+v", fl.EgrIndex, fl)
+					}
+					if end := int(fl.EgrOffset)*EgrOffsetUnit + len(payload) + max(l.TailBytes, ICRCSize); end > egrSize {
+						t.Fatalf("tail past buffer %d: RHF %+v", fl.EgrIndex, fl)
+					}
+				} else if payload != nil {
+					t.Fatal("payload without UseEgrBfr")
+				}
 			}
 		}
 	})

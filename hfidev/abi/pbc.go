@@ -14,8 +14,10 @@ const (
 	pbcVLWidth       = 4
 	pbcPortShift     = 16 // JKR
 	pbcL2TypeShift   = 20 // JKR
+	pbcInsertICRC    = 24
 	pbcCreditReturn  = 25
 	pbcInsertHCRCSh  = 26
+	pbcBypass        = 28 // WFR
 	pbcSC4           = 30
 	pbcIntr          = 31
 	pbcStaticRateSh  = 32 // WFR
@@ -41,8 +43,18 @@ type PBCFields struct {
 	VL           uint8
 	CreditReturn bool  // ask for a credit-return write when this packet leaves
 	InsertHCRC   uint8 // 2 bits
-	SC4          bool
-	Intr         bool
+	// InsertICRC is bit 24: the chip computes the ICRC of a packet that
+	// is not 9B (JKR InsertNon9bIcrc, [O] fi_opx_hfi1_jkr.h; WFR
+	// PBC_INSERT_BYPASS_ICRC, [K] chip.h). OPX sets it on every 16B
+	// packet.
+	InsertICRC bool
+	SC4        bool
+	Intr       bool
+	// Bypass is bit 28 on WFR (PBC_PACKET_BYPASS): a 16B ("bypass")
+	// packet. hfi1 disallows bypass packets on user send contexts
+	// (HFI1_PKT_USER_SC_INTEGRITY, [K] hfi.h); reserved on JKR, where
+	// L2Type says 16B.
+	Bypass bool
 	// StaticRate is StaticRateControl on WFR. On JKR the same bits hold
 	// the DLID and the send context; use DLID, SendCtxt instead.
 	StaticRate uint16
@@ -58,10 +70,11 @@ func (f *PBCFields) Encode(c Chip) PBC {
 	v := put(uint64(f.LengthDWs), pbcLengthShift, pbcLengthWidth) |
 		put(uint64(f.VL), pbcVLShift, pbcVLWidth) |
 		b2u(f.CreditReturn)<<pbcCreditReturn |
+		b2u(f.InsertICRC)<<pbcInsertICRC |
 		put(uint64(f.InsertHCRC), pbcInsertHCRCSh, 2) |
 		b2u(f.SC4)<<pbcSC4 | b2u(f.Intr)<<pbcIntr
 	if c == ChipWFR {
-		v |= put(uint64(f.StaticRate), pbcStaticRateSh, 16)
+		v |= put(uint64(f.StaticRate), pbcStaticRateSh, 16) | b2u(f.Bypass)<<pbcBypass
 	} else {
 		v |= put(uint64(f.PortIdx), pbcPortShift, 2) |
 			put(uint64(f.L2Type), pbcL2TypeShift, 2) |
@@ -78,11 +91,12 @@ func (p PBC) Decode(c Chip) PBCFields {
 		VL:           p.VL(),
 		CreditReturn: p.CreditReturn(),
 		InsertHCRC:   p.InsertHCRC(),
+		InsertICRC:   p.InsertICRC(),
 		SC4:          p.SC4(),
 		Intr:         p.Intr(),
 	}
 	if c == ChipWFR {
-		f.StaticRate = p.StaticRateControl()
+		f.StaticRate, f.Bypass = p.StaticRateControl(), p.Bypass()
 	} else {
 		f.PortIdx, f.L2Type, f.DLID, f.SendCtxt = p.PortIdx(), p.L2Type(), p.DLID(), p.SendCtxt()
 	}
@@ -97,6 +111,12 @@ func (p PBC) VL() uint8 { return uint8(field(uint64(p), pbcVLShift, pbcVLWidth))
 
 // CreditReturn is bit 25.
 func (p PBC) CreditReturn() bool { return bit(uint64(p), pbcCreditReturn) }
+
+// InsertICRC is bit 24 (InsertNon9bIcrc on JKR, InsertBypassIcrc on WFR).
+func (p PBC) InsertICRC() bool { return bit(uint64(p), pbcInsertICRC) }
+
+// Bypass is bit 28 on WFR: PacketBypass, a 16B packet.
+func (p PBC) Bypass() bool { return bit(uint64(p), pbcBypass) }
 
 // InsertHCRC is [27:26].
 func (p PBC) InsertHCRC() uint8 { return uint8(field(uint64(p), pbcInsertHCRCSh, 2)) }

@@ -25,6 +25,13 @@ const (
 	// it in its header union, which fits 2 (so that the BTH lands at byte
 	// 16 for 9B and 16B alike). Not confirmed by a source.
 	HdrqOffset9B = 2
+	// HdrqOffset16B is where the model puts a 16B header: at the start
+	// of the entry. OPX reads a 16B LRH at entry+HdrqOffset with no
+	// padding before it, and a 15-quadword header union then fills a
+	// 128-byte entry up to the RHF exactly as the 9B one at offset 2
+	// does (the BTH at byte 16 in both). Inferred; not confirmed by a
+	// source.
+	HdrqOffset16B = 0
 	// ICRCSize is the trailing ICRC dword every packet carries on the
 	// wire; RHF.PktLen and LRH.PktLen count it, and the chip writes it to
 	// the eager buffer after the payload.
@@ -55,12 +62,15 @@ type RcvLayout struct {
 	Egr      []byte // all eager buffers, EgrTIDs×EgrSize bytes
 	EgrSize  int    // rcvegr_size
 	EgrTIDs  int    // egrtids
-	HdrBytes int    // the header length to expect: Header9BSize for 9B KDETH
+	HdrBytes int    // the header length to expect: Header9BSize for 9B KDETH, Header16BSize for 16B
+	// TailBytes is what RHF.PktLen counts after the payload: ICRCSize
+	// for 9B, Tail16BSize for 16B; 0 means ICRCSize.
+	TailBytes int
 }
 
 // Split returns the header and eager payload that rhf describes: the
 // header is HdrBytes at HdrqOffset dwords into e; the payload, when
-// UseEgrBfr is set, is PktLen×4 − HdrBytes − ICRCSize bytes at
+// UseEgrBfr is set, is PktLen×4 − HdrBytes − TailBytes bytes at
 // egr[EgrIndex×EgrSize + EgrOffset×64], and must not cross into the next
 // buffer. Nothing is copied. It never panics on any rhf or entry.
 func (e HdrqEntry) Split(f *RHFFields, l *RcvLayout) (hdr, payload []byte, err error) {
@@ -72,9 +82,13 @@ func (e HdrqEntry) Split(f *RHFFields, l *RcvLayout) (hdr, payload []byte, err e
 	if !f.UseEgrBfr {
 		return hdr, nil, nil
 	}
-	n := int(f.PktLen)*4 - l.HdrBytes - ICRCSize
+	tail := l.TailBytes
+	if tail <= 0 {
+		tail = ICRCSize
+	}
+	n := int(f.PktLen)*4 - l.HdrBytes - tail
 	idx, eoff := int(f.EgrIndex), int(f.EgrOffset)*EgrOffsetUnit
-	if n < 0 || idx >= l.EgrTIDs || eoff+n+ICRCSize > l.EgrSize {
+	if n < 0 || idx >= l.EgrTIDs || eoff+n+tail > l.EgrSize {
 		return hdr, nil, ErrEntryEager
 	}
 	start := idx*l.EgrSize + eoff

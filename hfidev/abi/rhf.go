@@ -149,9 +149,12 @@ func (r RHF) Errors() uint64 { return uint64(r) & RHFErrMask }
 func (r RHF) RcvTypeErr() uint8 { return uint8(field(uint64(r), RHFRcvTypeErrS, 3)) }
 
 // RHFJKR is a JKR (CN5000) RHF: EgrIndex widens to 14 bits, KHdrLenErr is
-// bit 31, L2Type [55:54], RcvSeq [59:56], RheValid bit 63; the other
-// errors are reported in the RHE. The fields below bit 53 other than
-// EgrIndex keep their WFR places (an inference from OPX's accessors).
+// bit 31, L2Type [55:54] (L2Type9B or L2Type16B: the entry's header
+// format), RcvSeq [59:56], RheValid bit 63; the other errors are reported
+// in the RHE. PktLen, RcvType, UseEgrBfr, EgrOffset and HdrqOffset keep
+// their WFR places. [O] fi_opx_hfi1_jkr.h union opx_jkr_rhf gives the
+// whole word: also Rsvd 30, L2Type9bSc4 53, RcvPort [61:60] and
+// SendPacing 62, which are not decoded here.
 type RHFJKR uint64
 
 // Decode returns r's fields.

@@ -116,3 +116,8 @@ func (h PktHeader) SetPBC(p PBC) { le.PutUint64(h[PktHeaderPBCOff:], uint64(p)) 
 
 // Header is the 9B header after the PBC.
 func (h PktHeader) Header() Header9B { return Header9B(h[PktHeaderLRHOff:PktHeaderSize]) }
+
+// Header16B is the 16B header after the PBC of a 16B template
+// (PktHeader16BSize bytes: [C] hfi2 user_sdma.c takes PBC, 16B LRH, BTH
+// and KDETH when the PBC says 16B).
+func (h PktHeader) Header16B() Header16B { return Header16B(h[PktHeaderLRHOff:PktHeader16BSize]) }
