@@ -12,16 +12,21 @@ import (
 type IngressStats struct {
 	Received  uint64 // every packet Ingress was given
 	Delivered uint64 // handed to a receive context
-	Malformed uint64 // shorter than a 9B KDETH header, not whole dwords, or longer than a packet can be
+	Malformed uint64 // shorter than a 9B KDETH header (16B: header and tail), not whole dwords, or longer than a packet can be; 16B: LRH.L2 not 16B
 	NotLocal  uint64 // LRH.DLID is not the unit's LID
 	NotKDETH  uint64 // GRH (LNH 3), a non-KDETH opcode or QP, or KDETH.KVer ≠ 1: no kernel context is modeled
 	NoContext uint64 // BTH.QP names no context in use
 	JKey      uint64 // KDETH.JKey differs from the receiving context's
 	Disabled  uint64 // the context is disabled: frozen by a link down, until its CTXT_RESET
+	// Bypass is 16B packets that reached a WFR unit (Ingress16B): WFR
+	// takes 16B as bypass packets and steers them to the one context
+	// RcvBypass names, the kernel's ([K] chip.c, driver.c
+	// hfi1_setup_bypass_packet), never a user context. Dropped.
+	Bypass uint64
 }
 
 type ingressDrops struct {
-	received, delivered, malformed, notLocal, notKDETH, noContext, jkey, disabled atomic.Uint64
+	received, delivered, malformed, notLocal, notKDETH, noContext, jkey, disabled, bypass atomic.Uint64
 }
 
 // Ingress takes one 9B packet as it arrives from the link: the LRH through
@@ -48,8 +53,20 @@ func (u *Unit) ingress(pkt []byte, fault uint64) {
 		d.notLocal.Add(1)
 		return
 	}
+	if h.LNH() != abi.LNHIBLocal {
+		d.notKDETH.Add(1)
+		return
+	}
+	u.route(h.BTHKDETH(), pkt, &format9B, fault)
+}
+
+// route is the checks after the LRH's, the same for 9B and 16B packets
+// (Ingress, Ingress16B): a KDETH opcode, QP prefix and version, a context
+// in use and enabled, its JKey; then the context writes pkt as format fm.
+func (u *Unit) route(h abi.BTHKDETH, pkt []byte, fm *rcvFormat, fault uint64) {
+	d := &u.drops
 	qp := h.QP()
-	if h.LNH() != abi.LNHIBLocal || h.Opcode()&0xc0 != 0xc0 || qp>>16 != abi.KDETHQPPrefix || h.KVer() != abi.KDETHVersion {
+	if h.Opcode()&0xc0 != 0xc0 || qp>>16 != abi.KDETHQPPrefix || h.KVer() != abi.KDETHVersion {
 		d.notKDETH.Add(1)
 		return
 	}
@@ -72,7 +89,7 @@ func (u *Unit) ingress(pkt []byte, fault uint64) {
 		return
 	}
 	d.delivered.Add(1)
-	r.deliver(pkt, fault)
+	r.deliver(pkt, fm, fault)
 }
 
 // IngressStats returns the unit's ingress counters.
@@ -81,7 +98,7 @@ func (u *Unit) IngressStats() IngressStats {
 	return IngressStats{
 		Received: d.received.Load(), Delivered: d.delivered.Load(), Malformed: d.malformed.Load(),
 		NotLocal: d.notLocal.Load(), NotKDETH: d.notKDETH.Load(), NoContext: d.noContext.Load(),
-		JKey: d.jkey.Load(), Disabled: d.disabled.Load(),
+		JKey: d.jkey.Load(), Disabled: d.disabled.Load(), Bypass: d.bypass.Load(),
 	}
 }
 

@@ -1,7 +1,6 @@
 package model
 
 import (
-	"encoding/binary"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -31,6 +30,9 @@ type RcvStats struct {
 	// LenErr is entries flagged LenErr: LRH.PktLen disagreed with the
 	// length received.
 	LenErr uint64
+	// Packets16B is the entries of 16B packets (JKR: RHF.L2Type 16B),
+	// also counted in Packets.
+	Packets16B uint64
 }
 
 // rcvCtxt is the chip's receive side of one context: it writes RcvHdrQ
@@ -87,10 +89,11 @@ func (r *rcvCtxt) egrHead() int {
 	return int(loadWord(r.uregs, abi.URegRcvEgrIndexHead)&0xffff) % r.egrN
 }
 
-// deliver writes one packet: pkt is a 9B KDETH packet (header and
-// payload, no ICRC) that Ingress has routed here; fault holds RHF error
-// bits the wire adds (Wire.SetFault).
-func (r *rcvCtxt) deliver(pkt []byte, fault uint64) {
+// deliver writes one packet that Ingress or Ingress16B has routed here,
+// of format fm (packet16b.go): a 9B KDETH packet (header and payload, no
+// ICRC) or a 16B one (header, payload, tail quadword); fault holds RHF
+// error bits the wire adds (Wire.SetFault).
+func (r *rcvCtxt) deliver(pkt []byte, fm *rcvFormat, fault uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	// The queue is full when the entry after the tail is the head: the
@@ -99,10 +102,9 @@ func (r *rcvCtxt) deliver(pkt []byte, fault uint64) {
 		r.stats.HdrqFull++
 		return
 	}
-	h := abi.Header9B(pkt)
-	payload := pkt[abi.Header9BSize:]
-	dws := len(pkt)/4 + abi.ICRCSize/4
-	f := abi.RHFFields{PktLen: uint16(dws), HdrqOffset: abi.HdrqOffset9B, RcvSeq: r.seq, L2Type: abi.L2Type9B}
+	hdr, payload, dws, lenOK := fm.split(pkt)
+	h := fm.bthKDETH(hdr)
+	f := abi.RHFFields{PktLen: uint16(dws), HdrqOffset: uint16(fm.hdrqOff), RcvSeq: r.seq, L2Type: fm.l2}
 	switch {
 	case h.TIDCtrl() != 0:
 		// Expected receive: the payload goes straight to the buffer the
@@ -121,7 +123,7 @@ func (r *rcvCtxt) deliver(pkt []byte, fault uint64) {
 		f.RcvType = abi.RcvTypeEager
 	default:
 		f.RcvType = abi.RcvTypeEager
-		if r.placeEager(payload, &f) {
+		if r.placeEager(payload, fm.trailer, &f) {
 			r.stats.Eager++
 		} else {
 			// Eager full: the header is still written, with TidErr and
@@ -131,12 +133,15 @@ func (r *rcvCtxt) deliver(pkt []byte, fault uint64) {
 		}
 	}
 	f.Errors |= fault
-	if h.PktLen() != uint16(dws) {
+	if !lenOK {
 		f.Errors |= abi.RHFLenErr
 		r.stats.LenErr++
 	}
+	if fm.l2 == abi.L2Type16B {
+		r.stats.Packets16B++
+	}
 	base := r.tail * r.entBytes
-	copy(r.hdrq[base+abi.HdrqOffset9B*4:], pkt[:abi.Header9BSize])
+	copy(r.hdrq[base+fm.hdrqOff*4:], hdr)
 	var rhf uint64
 	if r.chip == abi.ChipWFR {
 		rhf = uint64(f.EncodeWFR())
@@ -160,13 +165,14 @@ func (r *rcvCtxt) deliver(pkt []byte, fault uint64) {
 	storeWord(r.uregs, abi.URegRcvEgrOffsetTail, uint64(r.egrOff/abi.EgrOffsetUnit))
 }
 
-// placeEager copies payload and a zero ICRC dword into the eager buffers,
+// placeEager copies payload and trailer zero bytes (the ICRC dword, or a
+// 16B packet's tail quadword: not modeled) into the eager buffers,
 // packed at 64-byte boundaries with CapMultiPktEgr (one packet per buffer
 // without it), moving to the next buffer when the packet does not fit. It
 // reports false, placing nothing, when the next buffer is the one software
 // holds at RcvEgrIndexHead.
-func (r *rcvCtxt) placeEager(payload []byte, f *abi.RHFFields) bool {
-	need := (len(payload) + abi.ICRCSize + abi.EgrOffsetUnit - 1) &^ (abi.EgrOffsetUnit - 1)
+func (r *rcvCtxt) placeEager(payload []byte, trailer int, f *abi.RHFFields) bool {
+	need := (len(payload) + trailer + abi.EgrOffsetUnit - 1) &^ (abi.EgrOffsetUnit - 1)
 	if r.egrUsed && (!r.multi || r.egrOff+need > r.egrSize) {
 		next := (r.egrTail + 1) % r.egrN
 		if next == r.egrHead() {
@@ -176,7 +182,7 @@ func (r *rcvCtxt) placeEager(payload []byte, f *abi.RHFFields) bool {
 	}
 	at := r.egrTail*r.egrSize + r.egrOff
 	n := copy(r.egr[at:], payload)
-	binary.LittleEndian.PutUint32(r.egr[at+n:], 0) // the ICRC: not modeled
+	clear(r.egr[at+n : at+n+trailer]) // the ICRC or tail: not modeled
 	f.UseEgrBfr = true
 	f.EgrIndex = uint16(r.egrTail)
 	f.EgrOffset = uint16(r.egrOff / abi.EgrOffsetUnit)

@@ -22,6 +22,19 @@ func kdeth(cfg *Config, ctxt uint16, n int, fill byte) []byte {
 	return pkt
 }
 
+// kdeth16B builds a 16B KDETH packet of n payload bytes (a multiple of 8)
+// for context ctxt, with its tail quadword (zeros).
+func kdeth16B(cfg *Config, ctxt uint16, n int, fill byte) []byte {
+	pkt := make([]byte, abi.Header16BSize+n+abi.Tail16BSize)
+	f := abi.Header16BFields{SLID: 7, DLID: uint32(cfg.LID), PktLen: abi.PktLen16B(n), L2: abi.L2Type16B, L4: abi.L4IBLocal}
+	f.BTHKDETH = abi.BTHKDETHFields{Opcode: 0xc0, QP: abi.KDETHQPPrefix<<16 | uint32(ctxt), KVer: abi.KDETHVersion, JKey: cfg.JKey}
+	f.Encode(pkt)
+	for i := range n {
+		pkt[abi.Header16BSize+i] = fill + byte(i)
+	}
+	return pkt
+}
+
 // The bytes the chip writes, where hfi1-abi.md §3 puts them: the header at
 // HdrqOffset 2 dwords into the entry, the RHF in the entry's last 8 bytes
 // (RcvSeq at [31:28] on WFR, [59:56] on JKR), the payload and a zero ICRC
@@ -95,6 +108,8 @@ func FuzzIngress(f *testing.F) {
 	f.Add(kdeth(&cfg, 3, 100, 1), uint16(3))
 	f.Add(kdeth(&cfg, 3, 0, 1), uint16(0))
 	f.Add([]byte{1, 2, 3}, uint16(9))
+	f.Add(kdeth16B(&cfg, 3, 96, 1), uint16(2))
+	f.Add(kdeth16B(&cfg, 3, 0, 1), uint16(3))
 	f.Fuzz(func(t *testing.T, pkt []byte, ctxt uint16) {
 		u, err := NewUnit(cfg)
 		if err != nil {
@@ -107,28 +122,49 @@ func FuzzIngress(f *testing.F) {
 			t.Fatal(err)
 		}
 		c := u.files[fd].ctxt
-		if len(pkt) >= abi.Header9BSize && ctxt&1 == 0 {
-			// Half the time, aim it at the context.
+		as16B := ctxt&2 != 0 // half the time it arrives as 16B (Ingress16B)
+		switch {
+		case as16B && len(pkt) >= abi.Header16BSize && ctxt&1 == 0:
+			// Half of those, aim it at the context.
+			h := abi.Header16B(pkt)
+			f := h.Decode()
+			f.DLID, f.L2, f.L4 = uint32(cfg.LID), abi.L2Type16B, abi.L4IBLocal
+			f.BTHKDETH.QP = abi.KDETHQPPrefix<<16 | uint32(c.num)
+			f.Encode(h)
+		case !as16B && len(pkt) >= abi.Header9BSize && ctxt&1 == 0:
 			pkt[2], pkt[3] = byte(cfg.LID>>8), byte(cfg.LID)
 			pkt[13], pkt[15] = abi.KDETHQPPrefix, byte(c.num)
 		}
 		for range 40 { // past a full queue and full eager buffers
-			u.Ingress(pkt)
+			if as16B {
+				u.Ingress16B(pkt)
+			} else {
+				u.Ingress(pkt)
+			}
 		}
 		s := u.IngressStats()
-		if s.Received != 40 || s.Delivered+s.Malformed+s.NotLocal+s.NotKDETH+s.NoContext+s.JKey != 40 {
+		if s.Received != 40 || s.Delivered+s.Malformed+s.NotLocal+s.NotKDETH+s.NoContext+s.JKey+s.Bypass != 40 {
 			t.Fatalf("counted %+v", s)
 		}
 		rs, _ := u.RcvStats(c.num)
-		if rs.Packets+rs.HdrqFull != s.Delivered {
+		if rs.Packets+rs.HdrqFull != s.Delivered || (!as16B && rs.Packets16B != 0) || (as16B && rs.Packets16B != rs.Packets) {
 			t.Fatalf("delivered %d, entries %+v", s.Delivered, rs)
 		}
-		l := abi.RcvLayout{Egr: c.egr, EgrSize: int(cfg.RcvEgrSize), EgrTIDs: int(cfg.EgrTIDs), HdrBytes: abi.Header9BSize}
+		l9 := abi.RcvLayout{Egr: c.egr, EgrSize: int(cfg.RcvEgrSize), EgrTIDs: int(cfg.EgrTIDs), HdrBytes: abi.Header9BSize}
+		l16 := l9
+		l16.HdrBytes, l16.TailBytes = abi.Header16BSize, abi.Tail16BSize
 		ent := int(cfg.RcvHdrqEntSize)
 		for i := range int(rs.Packets) {
 			e := abi.HdrqEntry(c.hdrq[i*ent : (i+1)*ent])
 			fl := abi.RHFJKR(binary.LittleEndian.Uint64(e[e.RHFOffset():])).Decode()
-			if _, _, err := e.Split(&fl, &l); err != nil {
+			l := &l9
+			if fl.L2Type == abi.L2Type16B {
+				l = &l16
+			}
+			if (fl.L2Type == abi.L2Type16B) != as16B {
+				t.Fatalf("entry %d: L2Type %d", i, fl.L2Type)
+			}
+			if _, _, err := e.Split(&fl, l); err != nil {
 				t.Fatalf("entry %d: %v (%+v)", i, err, fl)
 			}
 		}

@@ -20,8 +20,8 @@ type sdmaQueue struct {
 	inUse []bool
 	nReqs int
 	held  []uint16
-	tmpl  [abi.PktHeaderSize]byte
-	pkt   []byte // the packet being built: PBC, header, payload
+	tmpl  [abi.PktHeader16BSize]byte // 9B templates use the first PktHeaderSize bytes
+	pkt   []byte                     // the packet being built: PBC, header, payload
 }
 
 func newSDMAQueue(comp []byte, ring int) *sdmaQueue {
@@ -134,23 +134,51 @@ func (u *Unit) send(c *context, q *sdmaQueue, info *abi.SDMAReqInfo, iov [][]byt
 	if info.NPkts == 0 || len(data) > abi.SDMAMaxDataIovs {
 		return unix.EINVAL
 	}
-	tmpl := abi.PktHeader(q.tmpl[:])
+	// The PBC says 9B or 16B ([C] hfi2 user_sdma.c check_pbc_16b: on JKR
+	// PBC.L2Type 16B; on WFR PacketBypass, which the model refuses: it
+	// follows [K] hfi1 there, which has no 16B user SDMA, and a WFR user
+	// context could not receive the packet).
+	pbc := abi.PBC(le.Uint64(iov[0][abi.SDMAReqInfoSize:]))
+	is16B := u.cfg.Chip != abi.ChipWFR && pbc.L2Type() == abi.L2Type16B
+	tsize := abi.PktHeaderSize
+	if is16B {
+		tsize = abi.PktHeader16BSize
+	}
+	if (u.cfg.Chip == abi.ChipWFR && pbc.Bypass()) || len(iov[0]) < abi.SDMAReqInfoSize+tsize {
+		return unix.EINVAL
+	}
+	tmpl := abi.PktHeader(q.tmpl[:tsize])
 	copy(tmpl, iov[0][abi.SDMAReqInfoSize:])
-	pbc := tmpl.PBC()
 	if u.cfg.Chip == abi.ChipWFR {
 		// Without user STATIC_RATE_CTRL the driver clears pbc[2]: the
 		// WFR StaticRateControl bits 47:32.
 		pbc &^= 0xffff << 32
 		tmpl.SetPBC(pbc)
 	}
-	h := tmpl.Header()
+	var (
+		h        abi.BTHKDETH
+		sc       uint8
+		grh      bool
+		tmplData int // the first packet's data by the template's LRH
+	)
+	if is16B {
+		h16 := tmpl.Header16B()
+		if h16.L2() != abi.L2Type16B {
+			return unix.EINVAL // "Non-matching L2"
+		}
+		h, sc, grh = h16.BTHKDETH(), h16.SC(), h16.L4() == abi.L4IBGlobal
+		tmplData = int(h16.PktLen())*abi.FlitSize - abi.Header16BSize - abi.Tail16BSize
+	} else {
+		h9 := tmpl.Header()
+		// SC is LRH [15:12] and PBC.SC4.
+		h, sc, grh = h9.BTHKDETH(), h9.VL()|uint8(b2i(pbc.SC4()))<<4, h9.LNH() == abi.LNHIBGlobal
+		tmplData = int(h9.PktLen())*4 - (abi.PktHeaderSize - abi.PBCSize) - abi.ICRCSize
+	}
 	if h.Opcode()&abi.UserOpcodeMask != abi.UserOpcodeValue {
 		return unix.EINVAL
 	}
-	// VL from the PBC must be operational and match the SC (LRH [15:12]
-	// and PBC.SC4) through the SC→VL table: the model's maps SC 0..7 to
-	// VL 0..7 and has 8 data VLs.
-	sc := h.VL() | uint8(b2i(pbc.SC4()))<<4
+	// VL from the PBC must be operational and match the SC through the
+	// SC→VL table: the model's maps SC 0..7 to VL 0..7 and has 8 data VLs.
 	if vl := pbc.VL(); vl >= numDataVLs || sc >= numDataVLs || vl != sc {
 		return unix.EINVAL
 	}
@@ -158,7 +186,7 @@ func (u *Unit) send(c *context, q *sdmaQueue, info *abi.SDMAReqInfo, iov [][]byt
 	if h.PKey()&0x7fff != 0x7fff {
 		return unix.EINVAL
 	}
-	if h.LNH() == abi.LNHIBGlobal {
+	if grh {
 		return unix.EINVAL
 	}
 	dataLen := 0
@@ -178,7 +206,7 @@ func (u *Unit) send(c *context, q *sdmaQueue, info *abi.SDMAReqInfo, iov [][]byt
 
 	// The model walks the whole request before sending any of it; see
 	// checkLengths's note in sdma_walk.go.
-	check := newSDMAWalk(info, h, dataLen, tids)
+	check := newSDMAWalk(info, h, tmplData, is16B, dataLen, tids)
 	for range int(info.NPkts) {
 		if _, err := check.next(); err != nil {
 			return err
@@ -190,16 +218,28 @@ func (u *Unit) send(c *context, q *sdmaQueue, info *abi.SDMAReqInfo, iov [][]byt
 	}
 	psn0, koff := h.PSN(), h.SWData(6)
 	src := dataCursor{iov: data}
-	w := newSDMAWalk(info, h, dataLen, tids)
+	w := newSDMAWalk(info, h, tmplData, is16B, dataLen, tids)
 	for seq := range int(info.NPkts) {
 		p, _ := w.next()
-		lrhLen := lrhBytes(p.n)
-		pkt := q.pkt[:lrhLen+abi.PBCSize-abi.ICRCSize]
+		lrhLen := w.lrhBytes(p.n)
+		// A 9B packet leaves without its ICRC (the chip adds it); a 16B
+		// one with the tail quadword the driver appends (zeros here).
+		n := abi.PBCSize + lrhLen
+		if !is16B {
+			n -= abi.ICRCSize
+		}
+		pkt := q.pkt[:n]
 		copy(pkt, tmpl)
 		ph := abi.PktHeader(pkt)
-		ph.SetPBC(pbc&^abi.PBCMaxLengthDWs | abi.PBC(lrhLen/4+1))
-		hh := ph.Header()
-		hh.SetPktLen(uint16(lrhLen / 4))
+		ph.SetPBC(pbc&^abi.PBCMaxLengthDWs | abi.PBC(w.pbcDWs(p.n)))
+		var hh abi.BTHKDETH
+		if is16B {
+			ph.Header16B().SetPktLen(uint16(lrhLen / abi.FlitSize))
+			hh = ph.Header16B().BTHKDETH()
+		} else {
+			ph.Header().SetPktLen(uint16(lrhLen / 4))
+			hh = ph.Header().BTHKDETH()
+		}
 		if seq > 0 {
 			hh.SetPSN(pktPSN(psn0, seq, expected)&psnMask, seq == int(info.NPkts)-1)
 			hh.SetSWData(6, koff)
@@ -207,7 +247,7 @@ func (u *Unit) send(c *context, q *sdmaQueue, info *abi.SDMAReqInfo, iov [][]byt
 				hh.SetKDETHTID(p.tid, p.tidOff)
 			}
 		}
-		body := pkt[abi.PktHeaderSize:]
+		body := pkt[tsize:]
 		src.read(body[:p.n])
 		clear(body[p.n:])
 		koff += uint32(p.n)

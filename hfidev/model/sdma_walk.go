@@ -17,7 +17,9 @@ import (
 // sending any of it, and sends nothing of a failing request.
 type sdmaWalk struct {
 	info      *abi.SDMAReqInfo
-	h         abi.Header9B // the template's header
+	h         abi.BTHKDETH // the template's BTH and KDETH
+	tmplData  int          // the first packet's data by the template's LRH
+	is16B     bool         // 16B packets: lengths in flits, data in whole quadwords, a tail quadword
 	dataLen   int
 	seq, sent int
 	tids      abi.TIDList // nil for EAGER
@@ -33,9 +35,9 @@ type pktPlan struct {
 	tidOff int
 }
 
-func newSDMAWalk(info *abi.SDMAReqInfo, h abi.Header9B, dataLen int, tids abi.TIDList) sdmaWalk {
+func newSDMAWalk(info *abi.SDMAReqInfo, h abi.BTHKDETH, tmplData int, is16B bool, dataLen int, tids abi.TIDList) sdmaWalk {
 	// The initial TID offset is the template's KDETH.Offset in its OM unit.
-	return sdmaWalk{info: info, h: h, dataLen: dataLen, tids: tids, tidOff: h.TIDOffset()}
+	return sdmaWalk{info: info, h: h, tmplData: tmplData, is16B: is16B, dataLen: dataLen, tids: tids, tidOff: h.TIDOffset()}
 }
 
 // next plans the next packet and advances past it.
@@ -50,7 +52,12 @@ func (w *sdmaWalk) next() (pktPlan, error) {
 	if err != nil {
 		return p, err
 	}
-	if lrhBytes(p.n)/4+1 > abi.PBCMaxLengthDWs {
+	if w.is16B && p.n%abi.FlitSize != 0 {
+		// [C] hfi2 user_sdma.c: "provider must give QWORD aligned data
+		// for 16B".
+		return p, unix.EINVAL
+	}
+	if w.pbcDWs(p.n) > abi.PBCMaxLengthDWs {
 		return p, unix.EINVAL // beyond PBC.LengthDWs: the model's own check
 	}
 	w.seq++
@@ -61,16 +68,16 @@ func (w *sdmaWalk) next() (pktPlan, error) {
 
 // first is the first packet, sent with the template as given after
 // check_header_template: its length is the template's LRH length less
-// header and ICRC (the data itself if under a dword).
+// header and ICRC or tail (9B: the data itself if under a dword).
 func (w *sdmaWalk) first() (pktPlan, error) {
 	n := w.dataLen
-	if n >= 4 {
-		n = int(w.h.PktLen())*4 - (abi.PktHeaderSize - abi.PBCSize) - abi.ICRCSize
+	if n >= 4 || w.is16B {
+		n = w.tmplData
 	}
 	if err := w.checkLen(n); err != nil {
 		return pktPlan{}, err
 	}
-	if w.info.FragSize%abi.PIOBlockSize != 0 || lrhBytes(n) > lrhBytes(int(w.info.FragSize)) {
+	if w.info.FragSize%abi.PIOBlockSize != 0 || w.lrhBytes(n) > w.lrhBytes(int(w.info.FragSize)) {
 		return pktPlan{}, unix.EINVAL
 	}
 	p := pktPlan{n: n}
@@ -127,6 +134,22 @@ func (w *sdmaWalk) checkLen(n int) error {
 	return nil
 }
 
-// lrhBytes is get_lrh_len: header without the PBC, the ICRC, and the
-// payload padded to a dword.
-func lrhBytes(n int) int { return abi.PktHeaderSize - abi.PBCSize + abi.ICRCSize + (n+3)&^3 }
+// lrhBytes is get_lrh_len: header without the PBC, the payload padded
+// (pad_len: to a dword for 9B, a quadword for 16B), and the ICRC dword
+// (9B) or the tail quadword (16B).
+func (w *sdmaWalk) lrhBytes(n int) int {
+	if w.is16B {
+		return abi.Header16BSize + (n+7)&^7 + abi.Tail16BSize
+	}
+	return abi.PktHeaderSize - abi.PBCSize + abi.ICRCSize + (n+3)&^3
+}
+
+// pbcDWs is lrh2pbc: PBC.LengthDWs of a packet of n data bytes. The 9B
+// LRH length counts the ICRC, which the PBC's does not: its dword stands
+// in for the PBC's second; the 16B lengths both count the tail quadword.
+func (w *sdmaWalk) pbcDWs(n int) int {
+	if w.is16B {
+		return w.lrhBytes(n)/4 + abi.PBCSize/4
+	}
+	return w.lrhBytes(n)/4 + 1
+}

@@ -18,9 +18,9 @@ import (
 // (SetFault: the receiving chip flags them).
 //
 // Simplifications: no switch, no link delay or credits between ports, no
-// ICRC on the wire (a damaged packet is flagged, not checked); on JKR only
-// 9B packets (PBC.L2Type 9B) cross, 16B ones are counted in
-// Stats.NotModeled and dropped.
+// ICRC on the wire (a damaged packet is flagged, not checked). On JKR a
+// packet whose PBC.L2Type is 16B arrives at the peer's Ingress16B (a WFR
+// peer drops it), any other at Ingress.
 type Wire struct {
 	a, b  *Unit
 	drop  atomic.Pointer[func(from *Unit, pkt []byte) bool]
@@ -33,7 +33,7 @@ type Wire struct {
 type WireStats struct {
 	Carried    uint64 // handed to the peer's Ingress (damaged ones included)
 	Dropped    uint64 // taken by the SetDrop function or a FaultDrop
-	NotModeled uint64 // 16B packets on JKR
+	NotModeled uint64 // none: 16B packets, once counted here, are carried
 	LinkDown   uint64 // emitted while the link was down: dropped
 	// Damaged packets carried, by Fault.
 	ICRC, ECC, Len uint64
@@ -117,10 +117,6 @@ func (w *Wire) LinkUp() bool { return w.a.LinkUp() && w.b.LinkUp() }
 
 func (w *Wire) carry(from, to *Unit, pkt []byte) {
 	pbc := abi.PBC(binary.LittleEndian.Uint64(pkt))
-	if from.cfg.Chip != abi.ChipWFR && pbc.L2Type() == abi.L2Type16B {
-		w.notModeled.Add(1)
-		return
-	}
 	if !from.LinkUp() || !to.LinkUp() {
 		w.linkDown.Add(1)
 		return
@@ -156,6 +152,10 @@ func (w *Wire) carry(from, to *Unit, pkt []byte) {
 		f = FaultNone
 	}
 	w.carried.Add(1)
+	if from.cfg.Chip != abi.ChipWFR && pbc.L2Type() == abi.L2Type16B {
+		to.ingress16B(body, f.faultBits())
+		return
+	}
 	to.ingress(body, f.faultBits())
 }
 
