@@ -15,14 +15,21 @@ var (
 	ErrNoCredits = errors.New("hfidev: PIO credits exhausted")
 	// ErrHalted: the send context has halted; Reset restarts it.
 	ErrHalted = errors.New("hfidev: send context halted")
-	// ErrPacketLength: the packet is not a whole number of dwords or does
-	// not fit the context.
+	// ErrPacketLength: the packet is not a whole number of dwords (16B:
+	// quadwords) or does not fit the context.
 	ErrPacketLength = errors.New("hfidev: bad PIO packet length")
+	// ErrBypass: a 16B packet on WFR, where 16B packets are bypass packets
+	// (PBC.Bypass), which hfi1 forbids user send contexts: the chip's
+	// integrity check would halt the context ([K] hfi.h
+	// HFI1_PKT_USER_SC_INTEGRITY, chip.c is_sendctxt_err_int). Refused
+	// before the chip; SDMA refuses it too (ErrSDMARequest).
+	ErrBypass = errors.New("hfidev: 16B (bypass) packets are not allowed on WFR user contexts")
 )
 
 // PIO writes packets into a context's PIO send buffer ([P] spio.c; [O]
 // fi_opx_hfi1_transport.h). It is owned by one goroutine.
 type PIO struct {
+	chip        abi.Chip
 	sop, nonSOP sys.Region
 	cr          sys.Region
 	crOff       int
@@ -38,6 +45,7 @@ type PIO struct {
 func newPIO(c *Context) *PIO {
 	cr := c.maps[abi.MmapPIOCred]
 	return &PIO{
+		chip:    c.Chip,
 		sop:     c.maps[abi.MmapPIOBufsSOP].Region,
 		nonSOP:  c.maps[abi.MmapPIOBufs].Region,
 		cr:      cr.Region,
@@ -59,12 +67,28 @@ func (p *PIO) Avail() uint16 {
 // payload back to back. Block 0 — the PBC and the first 56 bytes — goes to
 // the SOP aperture at the current block index, the rest to the non-SOP
 // aperture at the following indices, wrapping at the context's credits.
-// It does not allocate.
+//
+// A 16B packet (JKR, pbc.L2Type() == abi.L2Type16B) has a 16B header
+// (abi.Header16B) and must be whole quadwords; Send appends its ICRC/tail
+// quadword, which LengthDWs counts, as zeros (OPX writes a value the chip
+// does not use; with PBC.InsertICRC the chip computes the ICRC). The
+// header spills into the second block, as OPX notes. On WFR a PBC with
+// Bypass (16B) is refused (ErrBypass). It does not allocate.
 func (p *PIO) Send(pbc abi.PBC, hdr, payload []byte) error {
 	n := len(hdr) + len(payload)
+	align := 4
+	if p.chip == abi.ChipWFR && pbc.Bypass() {
+		return ErrBypass
+	}
+	if p.chip != abi.ChipWFR && pbc.L2Type() == abi.L2Type16B {
+		align = abi.FlitSize
+		if n > 0 {
+			n += abi.Tail16BSize
+		}
+	}
 	dws := (abi.PBCSize + n) / 4
 	blocks := abi.PIOBlocks(n)
-	if n == 0 || n%4 != 0 || dws > abi.PBCMaxLengthDWs || blocks > int(p.credits) {
+	if n == 0 || n%align != 0 || dws > abi.PBCMaxLengthDWs || blocks > int(p.credits) {
 		return fmt.Errorf("%w: %d bytes after the PBC", ErrPacketLength, n)
 	}
 	w := p.CreditReturn()

@@ -34,13 +34,45 @@ type Packet struct {
 	RHE abi.RHE
 	// Fields is RHF decoded.
 	Fields abi.RHFFields
-	// Header is the 9B header (LRH, BTH, KDETH) in the entry.
+	// L2Type is the packet's format: abi.L2Type9B, or on JKR
+	// abi.L2Type16B (RHF.L2Type; WFR delivers only 9B to user contexts).
+	L2Type uint8
+	// Header is the 9B header (LRH, BTH, KDETH) in the entry; nil for a
+	// 16B packet.
 	Header abi.Header9B
-	// Payload is the payload in the eager buffer, ICRC excluded; nil for
-	// header-only packets and for errors that dropped it.
+	// Header16B is the 16B header (16B LRH, BTH, KDETH) in the entry; nil
+	// for a 9B packet.
+	Header16B abi.Header16B
+	// Payload is the payload in the eager buffer, ICRC (16B: the tail
+	// quadword) excluded; nil for header-only packets and for errors that
+	// dropped it.
 	Payload []byte
 	// Err is nil or one of ErrEagerFull, ErrTID, ErrRcvHeader, ErrBadEntry.
 	Err error
+}
+
+// BTHKDETH is the packet's BTH and KDETH, in either format; nil when the
+// entry has no header (Err is ErrBadEntry).
+func (p *Packet) BTHKDETH() abi.BTHKDETH {
+	switch {
+	case p.Header != nil:
+		return p.Header.BTHKDETH()
+	case p.Header16B != nil:
+		return p.Header16B.BTHKDETH()
+	}
+	return nil
+}
+
+// SLID is the LRH's source LID: 16 bits in a 9B header, 24 in a 16B one;
+// 0 when the entry has no header.
+func (p *Packet) SLID() uint32 {
+	switch {
+	case p.Header != nil:
+		return uint32(p.Header.SLID())
+	case p.Header16B != nil:
+		return p.Header16B.SLID()
+	}
+	return 0
 }
 
 // Receiver polls a context's RcvHdrQ ([O] fi_opx_hfi1_progress.h; [P]
@@ -58,6 +90,7 @@ type Receiver struct {
 	rtail  sys.Region // nil without CapDMARtail
 	rheq   sys.Region // nil on WFR
 	layout abi.RcvLayout
+	lay16B abi.RcvLayout // for 16B entries (JKR)
 
 	cnt, entBytes, entDWs int
 	head                  int   // next entry to read
@@ -85,6 +118,13 @@ func newReceiver(c *Context) *Receiver {
 			EgrSize:  int(c.Info.RcvEgrSize),
 			EgrTIDs:  int(c.Info.EgrTIDs),
 			HdrBytes: abi.Header9BSize,
+		},
+		lay16B: abi.RcvLayout{
+			Egr:       c.maps[abi.MmapRcvEgrBuf].Region.Bytes(),
+			EgrSize:   int(c.Info.RcvEgrSize),
+			EgrTIDs:   int(c.Info.EgrTIDs),
+			HdrBytes:  abi.Header16BSize,
+			TailBytes: abi.Tail16BSize,
 		},
 		cnt:       cnt,
 		entBytes:  int(c.Info.RcvHdrqEntSize),
@@ -135,7 +175,8 @@ func (r *Receiver) seqOf(raw uint64) uint8 {
 // decode fills r.pkt from the entry at the head.
 func (r *Receiver) decode(raw uint64) {
 	p := &r.pkt
-	*p = Packet{RHF: raw}
+	*p = Packet{RHF: raw, L2Type: abi.L2Type9B}
+	layout := &r.layout
 	var errs uint64
 	if r.chip == abi.ChipWFR {
 		p.Fields = abi.RHF(raw).Decode()
@@ -147,11 +188,24 @@ func (r *Receiver) decode(raw uint64) {
 			p.RHE = abi.RHE(r.rheq.Load64(r.head * 8))
 			errs |= rheAsRHF(p.RHE)
 		}
+		p.L2Type = p.Fields.L2Type
+		if p.L2Type == abi.L2Type16B {
+			layout = &r.lay16B
+		}
 	}
 	entry := abi.HdrqEntry(r.mem[r.head*r.entBytes : (r.head+1)*r.entBytes])
-	hdr, payload, err := entry.Split(&p.Fields, &r.layout)
-	p.Header, p.Payload = hdr, payload
+	hdr, payload, err := entry.Split(&p.Fields, layout)
+	if p.L2Type == abi.L2Type16B {
+		p.Header16B = hdr
+	} else {
+		p.Header = hdr
+	}
+	p.Payload = payload
 	switch {
+	case p.L2Type != abi.L2Type9B && p.L2Type != abi.L2Type16B:
+		// 8B or 10B: not KDETH formats a user context is given.
+		p.Header, p.Payload = nil, nil
+		p.Err = ErrBadEntry
 	case err != nil:
 		p.Err = ErrBadEntry
 	case errs&abi.RHFTIDErr != 0 && p.Fields.RcvType == abi.RcvTypeEager && !p.Fields.UseEgrBfr:

@@ -32,6 +32,7 @@ type SDMACompletion struct {
 // order, as OPX does ([O] fi_opx_hfi1_sdma.c). It is owned by one
 // goroutine and does not allocate.
 type SDMA struct {
+	chip     abi.Chip
 	sys      sys.Sys
 	fd       int
 	comp     sys.Region
@@ -40,7 +41,7 @@ type SDMA struct {
 	done     int // oldest slot not yet reaped
 	inFlight int
 
-	req    [abi.SDMAReqInfoSize + abi.PktHeaderSize]byte
+	req    [abi.SDMAReqInfoSize + abi.PktHeader16BSize]byte // info and template (9B: the first PktHeaderSize bytes)
 	iov    [1 + abi.SDMAMaxDataIovs + 1][]byte
 	tidBuf [4 * abi.SDMAMaxTIDEntries]byte
 }
@@ -49,14 +50,18 @@ func newSDMA(c *Context) *SDMA {
 	if c.Info.RuntimeFlags&abi.CapSDMA == 0 || c.Info.SDMARingSize == 0 {
 		return nil
 	}
-	return &SDMA{sys: c.sys, fd: c.fd, comp: c.maps[abi.MmapSDMAComp].Region, ring: int(c.Info.SDMARingSize)}
+	return &SDMA{chip: c.Chip, sys: c.sys, fd: c.fd, comp: c.maps[abi.MmapSDMAComp].Region, ring: int(c.Info.SDMARingSize)}
 }
 
 // InFlight is the number of submitted requests not yet reaped.
 func (s *SDMA) InFlight() int { return s.inFlight }
 
 // Submit sends data as one EAGER request and returns its slot. hdr is the
-// first packet's 9B header; pbc supplies VL, SC4 and the other PBC bits.
+// first packet's header: 9B (abi.Header9B), or on JKR, when pbc's L2Type
+// is abi.L2Type16B, 16B (abi.Header16B; the template is then PBC and 16B
+// header, 72 bytes, the data must be whole quadwords, and the driver adds
+// each packet's tail quadword: [C] hfi2 user_sdma.c). pbc supplies VL,
+// SC4 and the other PBC bits. A WFR PBC with Bypass (16B) is refused.
 // The data is cut into packets of fragSize bytes (the last carries the
 // rest; no data makes one header-only packet); Submit sets the first
 // packet's lengths in the template and the driver rewrites them, the PSN
@@ -64,17 +69,18 @@ func (s *SDMA) InFlight() int { return s.inFlight }
 // offset, starting from hdr's) in the others. Data is read during the
 // call; on the model it is copied, on hardware it must stay untouched
 // until the slot completes.
-func (s *SDMA) Submit(pbc abi.PBC, hdr abi.Header9B, fragSize int, data [][]byte) (uint16, error) {
+func (s *SDMA) Submit(pbc abi.PBC, hdr []byte, fragSize int, data [][]byte) (uint16, error) {
 	total := iovLen(data)
 	npkts := 1
 	if total > 0 && fragSize > 0 {
 		npkts = (total + fragSize - 1) / fragSize
 	}
-	if err := checkRequest(hdr, fragSize, data, total, npkts); err != nil {
+	tsize, err := s.checkRequest(pbc, hdr, fragSize, data, total, npkts)
+	if err != nil {
 		return 0, err
 	}
-	copy(s.tmpl().Header(), hdr[:abi.Header9BSize])
-	return s.submit(abi.SDMAOpEager, pbc, fragSize, npkts, min(total, fragSize), data, nil)
+	copy(s.req[abi.SDMAReqInfoSize+abi.PBCSize:], hdr[:tsize-abi.PBCSize])
+	return s.submit(abi.SDMAOpEager, pbc, tsize, fragSize, npkts, min(total, fragSize), data, nil)
 }
 
 // SubmitExpected sends data as one EXPECTED request: straight into the
@@ -85,26 +91,28 @@ func (s *SDMA) Submit(pbc abi.PBC, hdr abi.Header9B, fragSize int, data [][]byte
 // (OM and 64-byte offsets for entries of 128 KiB and more), the PSN's low
 // 11 bits, BTH.A and SWData[6]. off must be a multiple of tids[0]'s offset
 // unit (abi.TIDEntry.OMUnit) and the data must fit in the entries from
-// off; fragSize a multiple of 64. Otherwise as Submit; it does not
-// allocate.
-func (s *SDMA) SubmitExpected(pbc abi.PBC, hdr abi.Header9B, fragSize int, data [][]byte,
+// off; fragSize a multiple of 64. A 16B request also needs off a multiple
+// of 8, so that every packet is whole quadwords. Otherwise as Submit; it
+// does not allocate.
+func (s *SDMA) SubmitExpected(pbc abi.PBC, hdr []byte, fragSize int, data [][]byte,
 	tids []abi.TIDEntry, off int) (uint16, error) {
 	total := iovLen(data)
 	npkts, used, first, ok := expectedPackets(tids, off, fragSize, total)
-	if err := checkRequest(hdr, fragSize, data, total, npkts); err != nil {
+	tsize, err := s.checkRequest(pbc, hdr, fragSize, data, total, npkts)
+	if err != nil {
 		return 0, err
 	}
-	if !ok {
+	if !ok || (tsize == abi.PktHeader16BSize && off%abi.FlitSize != 0) {
 		return 0, fmt.Errorf("%w: %d bytes at offset %d of %d TIDs, fragment %d", ErrSDMARequest, total, off, len(tids), fragSize)
 	}
 	list := abi.TIDList(s.tidBuf[:4*used])
 	for i := range used {
 		list.Set(i, tids[i])
 	}
-	h := s.tmpl().Header()
-	copy(h, hdr[:abi.Header9BSize])
-	h.SetKDETHTID(tids[0], off)
-	return s.submit(abi.SDMAOpExpected, pbc, fragSize, npkts, first, data, list)
+	t := s.req[abi.SDMAReqInfoSize+abi.PBCSize : abi.SDMAReqInfoSize+tsize]
+	copy(t, hdr[:tsize-abi.PBCSize])
+	abi.BTHKDETH(t[len(t)-abi.BTHKDETHSize:]).SetKDETHTID(tids[0], off)
+	return s.submit(abi.SDMAOpExpected, pbc, tsize, fragSize, npkts, first, data, list)
 }
 
 // expectedPackets walks an EXPECTED request as the driver will cut it
@@ -148,20 +156,33 @@ func iovLen(data [][]byte) int {
 	return total
 }
 
-func checkRequest(hdr abi.Header9B, fragSize int, data [][]byte, total, npkts int) error {
-	if len(data) > abi.SDMAMaxDataIovs || fragSize <= 0 || fragSize > 0xffff ||
-		npkts > 0xffff || hdr.Check() != nil {
-		return fmt.Errorf("%w: %d bytes in %d iovecs, fragment %d", ErrSDMARequest, total, len(data), fragSize)
+// checkRequest returns the template's size for pbc (PktHeaderSize for
+// 9B, PktHeader16BSize for 16B), or why the request cannot be made.
+func (s *SDMA) checkRequest(pbc abi.PBC, hdr []byte, fragSize int, data [][]byte, total, npkts int) (int, error) {
+	if s.chip == abi.ChipWFR && pbc.Bypass() {
+		return 0, fmt.Errorf("%w: %w", ErrSDMARequest, ErrBypass)
 	}
-	return nil
+	tsize := abi.PktHeaderSize
+	if s.chip != abi.ChipWFR && pbc.L2Type() == abi.L2Type16B {
+		tsize = abi.PktHeader16BSize
+		if total%abi.FlitSize != 0 {
+			return 0, fmt.Errorf("%w: 16B data of %d bytes, not whole quadwords", ErrSDMARequest, total)
+		}
+	}
+	if len(data) > abi.SDMAMaxDataIovs || fragSize <= 0 || fragSize > 0xffff ||
+		npkts > 0xffff || len(hdr) < tsize-abi.PBCSize {
+		return 0, fmt.Errorf("%w: %d bytes in %d iovecs, fragment %d, %d-byte header", ErrSDMARequest, total, len(data), fragSize, len(hdr))
+	}
+	return tsize, nil
 }
 
 func (s *SDMA) tmpl() abi.PktHeader { return abi.PktHeader(s.req[abi.SDMAReqInfoSize:]) }
 
-// submit writes the request whose header the template already holds: its
-// first packet of first bytes gets its lengths, then one writev of info,
-// template, data and, for EXPECTED, the tidlist.
-func (s *SDMA) submit(op uint8, pbc abi.PBC, fragSize, npkts, first int, data [][]byte, tids abi.TIDList) (uint16, error) {
+// submit writes the request whose header the template (tsize bytes with
+// the PBC) already holds: its first packet of first bytes gets its
+// lengths, then one writev of info, template, data and, for EXPECTED, the
+// tidlist.
+func (s *SDMA) submit(op uint8, pbc abi.PBC, tsize, fragSize, npkts, first int, data [][]byte, tids abi.TIDList) (uint16, error) {
 	if s.inFlight >= s.ring-1 {
 		return 0, ErrSDMARingFull
 	}
@@ -179,11 +200,19 @@ func (s *SDMA) submit(op uint8, pbc abi.PBC, fragSize, npkts, first int, data []
 	}
 	info.Marshal(s.req[:])
 	tmpl := s.tmpl()
-	lrhDWs := (abi.Header9BSize + abi.ICRCSize + (first+3)&^3) / 4
-	tmpl.Header().SetPktLen(uint16(lrhDWs))
-	tmpl.SetPBC(pbc&^abi.PBCMaxLengthDWs | abi.PBC(lrhDWs+1))
+	if tsize == abi.PktHeader16BSize {
+		// LRH.PktLen in flits, the tail quadword included; the PBC
+		// counts the same bytes in dwords, and itself (lrh2pbc).
+		flits := abi.PktLen16B(first)
+		tmpl.Header16B().SetPktLen(flits)
+		tmpl.SetPBC(pbc&^abi.PBCMaxLengthDWs | abi.PBC(int(flits)*abi.FlitSize/4+abi.PBCSize/4))
+	} else {
+		lrhDWs := (abi.Header9BSize + abi.ICRCSize + (first+3)&^3) / 4
+		tmpl.Header().SetPktLen(uint16(lrhDWs))
+		tmpl.SetPBC(pbc&^abi.PBCMaxLengthDWs | abi.PBC(lrhDWs+1))
+	}
 
-	s.iov[0] = s.req[:]
+	s.iov[0] = s.req[:abi.SDMAReqInfoSize+tsize]
 	_, err := s.sys.Writev(s.fd, s.iov[:n])
 	clear(s.iov[:n])
 	if err != nil {
