@@ -11,15 +11,15 @@ import (
 	"github.com/softfabric/softfabric/hfidev/hfilink"
 )
 
-// streamOver is a transporttest stream of op between two engine nodes: over
-// a memlink pair (chip 0) or over links on two modeled units of chip
-// (expectedMin: hfilink.Config.ExpectedMin).
-func streamOver(tb testing.TB, chip abi.Chip, expectedMin int, op verbs.Opcode, size, mtu int) *transporttest.Stream {
+// streamWith is a transporttest stream of op between two engine nodes:
+// over a memlink pair (chip 0) or over links on two modeled units of chip
+// configured as lc (ExpectedMin, Header16B…).
+func streamWith(tb testing.TB, chip abi.Chip, lc hfilink.Config, op verbs.Opcode, size, mtu int) *transporttest.Stream {
 	var p *transporttest.Pair
 	if chip == 0 {
 		p = transporttest.NewPair(memlink.Config{Capacity: 1 << 14})
 	} else {
-		m := newLinks(tb, hfidevice.PairConfig{Chip: chip, Link: hfilink.Config{ExpectedMin: expectedMin}})
+		m := newLinks(tb, hfidevice.PairConfig{Chip: chip, Link: lc})
 		p = transporttest.NewLinkPair(m.Links[0][0], m.Links[1][0])
 		if p.A.IP.As16() != gids4[0].As16() || p.B.IP.As16() != gids4[1].As16() {
 			tb.Fatalf("hosts %v, %v; table %v", p.A.IP, p.B.IP, gids4)
@@ -45,7 +45,7 @@ var streams = []struct {
 // BenchmarkTransport is the engine's transport over the model next to the
 // same over memlink: both ends on one goroutine, every frame built,
 // carried, parsed, ICRC-checked and executed; over the model each frame
-// also becomes a 9B packet, goes by PIO or SDMA through the modeled chip's
+// also becomes a 9B (JKR-16B: 16B) packet, goes by PIO or SDMA through the modeled chip's
 // send context, wire and receive context (RcvHdrQ, eager buffers), and is
 // rebuilt. ns/pkt counts every frame either side sent. Large reads and
 // writes have their payload placed by TID (expected.go); the -eager rows
@@ -53,30 +53,40 @@ var streams = []struct {
 func BenchmarkTransport(b *testing.B) {
 	for _, s := range streams {
 		for _, link := range []struct {
-			name        string
-			chip        abi.Chip
-			expectedMin int
-		}{{"memlink", 0, 0}, {"WFR", abi.ChipWFR, 0}, {"WFR-eager", abi.ChipWFR, -1}, {"JKR", abi.ChipJKR, 0}} {
-			if link.expectedMin < 0 && s.size < hfilink.DefaultExpectedMin {
+			name string
+			chip abi.Chip
+			cfg  hfilink.Config
+		}{{"memlink", 0, hfilink.Config{}}, {"WFR", abi.ChipWFR, hfilink.Config{}},
+			{"WFR-eager", abi.ChipWFR, hfilink.Config{ExpectedMin: -1}}, {"JKR", abi.ChipJKR, hfilink.Config{}},
+			{"JKR-16B", abi.ChipJKR, hfilink.Config{Header16B: true}}} {
+			if link.cfg.ExpectedMin < 0 && s.size < hfilink.DefaultExpectedMin {
 				continue
 			}
 			b.Run(s.name+"/"+link.name, func(b *testing.B) {
-				streamOver(b, link.chip, link.expectedMin, s.op, s.size, s.mtu).Bench(b, s.size)
+				streamWith(b, link.chip, link.cfg, s.op, s.size, s.mtu).Bench(b, s.size)
 			})
 		}
 	}
 }
 
 // The whole transport over the model allocates nothing per request, as
-// over memlink (engine.TestSteadyStateNoAllocs).
+// over memlink (engine.TestSteadyStateNoAllocs), on both chips and with
+// 16B packets on JKR.
 func TestStreamAllocs(t *testing.T) {
-	chips(t, func(t *testing.T, chip abi.Chip) {
-		for _, s := range streams {
-			st := streamOver(t, chip, 0, s.op, s.size, s.mtu)
-			st.Run(t, 500)
-			if a := testing.AllocsPerRun(10, func() { st.Run(t, 100) }); a != 0 {
-				t.Errorf("%s: %.1f allocations per 100 requests", s.name, a)
+	for _, c := range []struct {
+		name string
+		chip abi.Chip
+		cfg  hfilink.Config
+	}{{"WFR", abi.ChipWFR, hfilink.Config{}}, {"JKR", abi.ChipJKR, hfilink.Config{}},
+		{"JKR-16B", abi.ChipJKR, hfilink.Config{Header16B: true}}} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, s := range streams {
+				st := streamWith(t, c.chip, c.cfg, s.op, s.size, s.mtu)
+				st.Run(t, 500)
+				if a := testing.AllocsPerRun(10, func() { st.Run(t, 100) }); a != 0 {
+					t.Errorf("%s: %.1f allocations per 100 requests", s.name, a)
+				}
 			}
-		}
-	})
+		})
+	}
 }

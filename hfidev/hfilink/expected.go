@@ -343,21 +343,20 @@ func (l *Link) sendGrant(to *peer, peerQPN uint32, s *sink) bool {
 	for i, t := range entries {
 		le.PutUint32(x.grantBuf[4*i:], uint32(t))
 	}
-	data := x.grantBuf[:4*len(entries)]
-	h := abi.Header9BFields{
-		LNH: abi.LNHIBLocal, DLID: to.lid, SLID: l.selfLID,
-		PktLen: uint16((abi.Header9BSize + len(data) + abi.ICRCSize) / 4),
+	n := 4 * len(entries)
+	if l.h16 {
+		n = (n + 7) &^ 7 // 16B: whole quadwords (grantBuf has room); SWData[5] says how many entries
+	}
+	data := x.grantBuf[:n]
+	t := abi.BTHKDETHFields{
 		Opcode: TunnelOpcode, PKey: 0xffff,
 		QP:   abi.KDETHQPPrefix<<16 | uint32(to.ctxts[int(peerQPN)%len(to.ctxts)]&0xff),
 		KVer: abi.KDETHVersion, JKey: to.jkey,
 	}
-	h.SWData = [7]uint32{GrantMark, s.qpn, s.first, s.pkts, uint32(s.mtu), uint32(len(entries)), uint32(s.off0 - s.mp.starts[s.e0])}
-	h.Encode(l.hdr[:])
-	pf := abi.PBCFields{}
-	if l.chip != abi.ChipWFR {
-		pf.L2Type, pf.DLID = abi.L2Type9B, uint32(to.lid)
-	}
-	if l.sendPIO(&pf, data) != sent {
+	t.SWData = [7]uint32{GrantMark, s.qpn, s.first, s.pkts, uint32(s.mtu), uint32(len(entries)), uint32(s.off0 - s.mp.starts[s.e0])}
+	hdr := l.encode(to, len(data), &t, uint16(s.qpn))
+	pf := l.pbc(to)
+	if l.sendPIO(&pf, hdr, data) != sent {
 		return false
 	}
 	l.st.grantsSent.Add(1)
@@ -367,7 +366,7 @@ func (l *Link) sendGrant(to *peer, peerQPN uint32, s *sink) bool {
 // takeGrant stores a grant that arrived from peer from, in place of the
 // oldest when the table is full.
 func (l *Link) takeGrant(p *hfidev.Packet, from *peer) {
-	h := p.Header
+	h := p.BTHKDETH()
 	n, mtu, off0, pkts := int(h.SWData(5)), int(h.SWData(4)), int(h.SWData(6)), h.SWData(3)
 	if n == 0 || n > maxGrantEntries || len(p.Payload) < 4*n || mtu == 0 || mtu > 1<<13 ||
 		off0 > abi.TIDMaxBuffer*maxGrantEntries || pkts == 0 || pkts > maxSinkPackets {
@@ -465,26 +464,23 @@ func (l *Link) sendExpected(p *wire.Packet, to *peer, b int32) (outcome, bool) {
 			return 0, false
 		}
 		idx, in, ok := entryAt(g.entries[:g.n], g.starts[:g.n], g.off0+int(k)*g.mtu, n)
-		if !ok {
-			return 0, false
+		if !ok || (l.h16 && (n%abi.FlitSize != 0 || in%abi.FlitSize != 0)) {
+			return 0, false // 16B: only whole quadwords at a quadword offset are placed
 		}
 		var ext uint32
 		if el := p.Info.HeaderLen - wire.BTHSize; el == 4 {
 			ext = be.Uint32(p.Frame[p.BTHOff+wire.BTHSize:])
 		}
-		l.header(p, to, n)
-		abi.Header9B(l.hdr[:]).SetSWData(4, ext)
-		pf := abi.PBCFields{}
-		if l.chip != abi.ChipWFR {
-			pf.L2Type, pf.DLID = abi.L2Type9B, uint32(to.lid)
-		}
+		hdr := l.header(p, to, n, 0)
+		l.tr().SetSWData(4, ext)
+		pf := l.pbc(to)
 		pbc := pf.Encode(l.chip)
 		frag := (n + abi.PIOBlockSize - 1) &^ (abi.PIOBlockSize - 1)
 		l.one[0] = data
-		slot, err := l.sdma.SubmitExpected(pbc, abi.Header9B(l.hdr[:]), frag, l.one[:], g.entries[idx:g.n], in)
+		slot, err := l.sdma.SubmitExpected(pbc, hdr, frag, l.one[:], g.entries[idx:g.n], in)
 		if errors.Is(err, hfidev.ErrSDMARingFull) {
 			l.reap()
-			slot, err = l.sdma.SubmitExpected(pbc, abi.Header9B(l.hdr[:]), frag, l.one[:], g.entries[idx:g.n], in)
+			slot, err = l.sdma.SubmitExpected(pbc, hdr, frag, l.one[:], g.entries[idx:g.n], in)
 		}
 		l.one[0] = nil
 		if err != nil {
@@ -507,11 +503,18 @@ func (l *Link) sendExpected(p *wire.Packet, to *peer, b int32) (outcome, bool) {
 // buf, its payload left out, and returns its length and the payload where
 // the chip placed it; 0 when it is dropped.
 func (l *Link) rebuildPlaced(p *hfidev.Packet, from *peer, buf []byte) (int, []byte) {
-	h := p.Header
+	h := p.BTHKDETH()
 	mark := h.SWData(0)
 	op := wire.Opcode(mark)
 	qpn, ps := h.SWData(1), psn.PSN(h.PSN()&psn.Mask)
-	n := int(h.PktLen())*4 - abi.Header9BSize - abi.ICRCSize
+	// The payload's length by the LRH: 9B in dwords with the ICRC, 16B in
+	// flits with the tail quadword (placed 16B packets are not padded).
+	var n int
+	if p.Header16B != nil {
+		n = int(p.Header16B.PktLen())*abi.FlitSize - abi.Header16BSize - abi.Tail16BSize
+	} else {
+		n = int(p.Header.PktLen())*4 - abi.Header9BSize - abi.ICRCSize
+	}
 	s, k := l.findSink(from.lid, qpn, ps)
 	info := op.Info()
 	if s == nil || info == nil || !carriesPayload(op) || n <= 0 {
@@ -536,7 +539,7 @@ func (l *Link) rebuildPlaced(p *hfidev.Packet, from *peer, buf []byte) (int, []b
 	}
 	frame := buf[:size]
 	bth := wire.BTH(frame[hl : hl+wire.BTHSize])
-	copy(bth, h[8:8+wire.BTHSize])
+	carriedBTH(bth, p, h)
 	bth[0] = byte(mark)
 	bth.SetDestQP(qpn)
 	if ext == 4 {
@@ -589,7 +592,7 @@ func (l *Link) gotPacket(s *sink, k uint32) {
 }
 
 // sawEager marks an eager data packet of a sink's range arrived.
-func (l *Link) sawEager(from *peer, h abi.Header9B) {
+func (l *Link) sawEager(from *peer, h abi.BTHKDETH) {
 	if l.exp.nsinks == 0 || !carriesPayload(wire.Opcode(h.SWData(0))) {
 		return
 	}

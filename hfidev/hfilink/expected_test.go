@@ -60,7 +60,13 @@ func TestExpectedUnderLoss(t *testing.T) {
 // page, the wire dropping every lose-th data packet (lose > 0: packets
 // over 1 KiB), every -lose-th packet (lose < 0), or none.
 func expectedOnce(t *testing.T, chip abi.Chip, physRun int, op verbs.Opcode, size, off, lose int) {
-	m := newLinks(t, hfidevice.PairConfig{Chip: chip, Model: func(c *model.Config) { c.TIDPhysRunPages = physRun }})
+	expectedWith(t, hfidevice.PairConfig{Chip: chip, Model: func(c *model.Config) { c.TIDPhysRunPages = physRun }},
+		op, size, off, lose)
+}
+
+// expectedWith is expectedOnce on the links cfg makes.
+func expectedWith(t *testing.T, cfg hfidevice.PairConfig, op verbs.Opcode, size, off, lose int) {
+	m := newLinks(t, cfg)
 	if lose != 0 {
 		n := 0
 		m.Wire.SetDrop(func(_ *model.Unit, pkt []byte) bool {

@@ -15,7 +15,10 @@ import (
 )
 
 // fuzzLink is a link over a modeled context whose packets go nowhere.
-func fuzzLink(tb testing.TB) *Link {
+func fuzzLink(tb testing.TB) *Link { return fuzzLinkWith(tb, false) }
+
+// fuzzLinkWith is fuzzLink sending 16B packets (Config.Header16B) or 9B.
+func fuzzLinkWith(tb testing.TB, h16 bool) *Link {
 	u, err := model.NewUnit(model.DefaultConfig(abi.ChipJKR))
 	if err != nil {
 		tb.Fatal(err)
@@ -25,7 +28,7 @@ func fuzzLink(tb testing.TB) *Link {
 		tb.Fatal(err)
 	}
 	l, err := New(c, Config{Self: Node{LID: 1, GID: netip.MustParseAddr("::ffff:10.0.0.1")},
-		Peers: []Node{{LID: 2, GID: netip.MustParseAddr("::ffff:10.0.0.2"), Ctxts: []uint16{3, 4}}}})
+		Peers: []Node{{LID: 2, GID: netip.MustParseAddr("::ffff:10.0.0.2"), Ctxts: []uint16{3, 4}}}, Header16B: h16})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -69,10 +72,57 @@ func FuzzRebuild(f *testing.F) {
 	})
 }
 
+// FuzzRebuild16B is FuzzRebuild for 16B entries (a 16B header, the
+// padding in software dword 5): no panic, no write past the buffer, the
+// opcode and QPN as carried, and a frame never longer than the payload
+// less its padding allows.
+func FuzzRebuild16B(f *testing.F) {
+	l := fuzzLink(f)
+	h := make([]byte, abi.Header16BSize)
+	hf := abi.Header16BFields{SLID: 2, L2: abi.L2Type16B, L4: abi.L4IBLocal}
+	hf.BTHKDETH = abi.BTHKDETHFields{Opcode: TunnelOpcode, SWData: [7]uint32{TunnelMark | 4, 0x1234, 0, 0, 0, 4}}
+	hf.Encode(h)
+	f.Add(h, []byte("payload!"), 100, false)
+	f.Add(h[:40], []byte{}, 0, false)
+	f.Add(h, []byte{1, 2, 3}, 8000, false)
+	f.Add(h, []byte{}, 8000, true)
+	f.Fuzz(func(t *testing.T, hdr, payload []byte, room int, expected bool) {
+		if len(hdr) < abi.Header16BSize {
+			return
+		}
+		buf := make([]byte, max(0, room%(l.maxFrame+1)))
+		p := &hfidev.Packet{L2Type: abi.L2Type16B, Header16B: abi.Header16B(hdr), Payload: payload}
+		if expected {
+			p.Fields.RcvType, p.Payload = abi.RcvTypeExpected, nil
+		}
+		tr := p.Header16B.BTHKDETH()
+		n, _ := l.rebuild(p, buf)
+		if n < 0 || n > len(buf) {
+			t.Fatalf("%d bytes into %d", n, len(buf))
+		}
+		if n == 0 {
+			return
+		}
+		var pkt wire.Packet
+		if pkt.Parse(buf[:n]) == nil && (uint32(pkt.Opcode) != tr.SWData(0)&0xff || pkt.BTH().DestQP() != tr.SWData(1)&0xffffff) {
+			t.Fatalf("opcode %v QPN %d from software dwords %#x %#x", pkt.Opcode, pkt.BTH().DestQP(), tr.SWData(0), tr.SWData(1))
+		}
+		if !expected && n > wire.EthernetSize+wire.IPv6Size+wire.UDPSize+wire.BTHSize+len(payload)-int(tr.SWData(5))+wire.ICRCSize {
+			t.Fatalf("a %d-byte frame from %d payload bytes, %d of padding", n, len(payload), tr.SWData(5))
+		}
+	})
+}
+
 // Whatever frame the engine hands over, transmit never panics and counts
 // it exactly once.
-func FuzzTransmit(f *testing.F) {
-	l := fuzzLink(f)
+func FuzzTransmit(f *testing.F) { fuzzTransmit(f, false) }
+
+// FuzzTransmit16B is FuzzTransmit on a link sending 16B packets, whose
+// payloads it pads to quadwords.
+func FuzzTransmit16B(f *testing.F) { fuzzTransmit(f, true) }
+
+func fuzzTransmit(f *testing.F, h16 bool) {
+	l := fuzzLinkWith(f, h16)
 	path, err := wire.NewPath(wire.PathFields{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2")})
 	if err != nil {
 		f.Fatal(err)

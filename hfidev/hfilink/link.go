@@ -113,6 +113,10 @@ type Config struct {
 	// has the peer's chip place straight into memory (expected.go); 0
 	// means DefaultExpectedMin, negative never. At least 32 KiB.
 	ExpectedMin int
+	// Header16B sends 16B packets (16B LRH, lengths in flits, payloads
+	// padded to quadwords) instead of 9B: JKR only, New refuses it on WFR.
+	// The link receives both formats either way.
+	Header16B bool
 }
 
 // Errors of New.
@@ -205,8 +209,9 @@ type Link struct {
 	slotBuf []int32
 
 	pkt wire.Packet
-	hdr [abi.Header9BSize]byte
-	one [1][]byte // SDMA data iovec
+	h16 bool                    // Config.Header16B
+	hdr [abi.Header16BSize]byte // the header being sent (9B: the first 56 bytes)
+	one [1][]byte               // SDMA data iovec
 
 	exp expected // expected receive (expected.go)
 
@@ -244,6 +249,7 @@ func New(c *hfidev.Context, cfg Config) (*Link, error) {
 		l.sdmaMin = -1
 	}
 	l.exp.min = cfg.ExpectedMin
+	l.h16 = cfg.Header16B
 	if err := l.check(cfg); err != nil {
 		return nil, err
 	}
@@ -281,13 +287,22 @@ func (l *Link) check(cfg Config) error {
 	if !l.ipv4 {
 		maxData = cfg.MTU - wire.IPv6Size - wire.UDPSize - wire.BTHSize - wire.ICRCSize
 	}
-	pkt := abi.Header9BSize + maxData
+	// pkt is header and payload (what SDMAMin is compared with), pio what
+	// the PBC counts after itself, trailer the ICRC the chip appends (9B)
+	// or the tail quadword sent (16B, which pads the payload to quadwords).
+	pkt, pio, trailer := abi.Header9BSize+maxData, abi.Header9BSize+maxData, abi.ICRCSize
+	if cfg.Header16B {
+		pkt = abi.Header16BSize + (maxData+7)&^7
+		pio, trailer = pkt+abi.Tail16BSize, abi.Tail16BSize
+	}
 	switch {
+	case cfg.Header16B && l.chip == abi.ChipWFR:
+		return fmt.Errorf("%w: 16B packets on WFR (a WFR user context sends and receives 9B only)", ErrConfig)
 	case cfg.MTU < 256+wire.IPv6Size+wire.UDPSize+wire.BTHSize+wire.ICRCSize:
 		return fmt.Errorf("%w: MTU %d", ErrConfig, cfg.MTU)
-	case pkt+abi.PBCSize > abi.PBCMaxLengthDWs*4 || pkt+abi.ICRCSize > int(l.ctx.Info.RcvEgrSize):
+	case pio+abi.PBCSize > abi.PBCMaxLengthDWs*4 || pkt+trailer > int(l.ctx.Info.RcvEgrSize):
 		return fmt.Errorf("%w: MTU %d makes %d-byte packets: beyond a PBC or an eager buffer", ErrConfig, cfg.MTU, pkt)
-	case (l.sdmaMin < 0 || pkt < l.sdmaMin) && abi.PIOBlocks(pkt) > int(l.credits):
+	case (l.sdmaMin < 0 || pkt < l.sdmaMin) && abi.PIOBlocks(pio) > int(l.credits):
 		return fmt.Errorf("%w: MTU %d makes %d-byte PIO packets; the send context has %d credits", ErrConfig, cfg.MTU, pkt, l.credits)
 	case cfg.ExpectedMin > 0 && cfg.ExpectedMin < minExpected:
 		return fmt.Errorf("%w: ExpectedMin %d below %d", ErrConfig, cfg.ExpectedMin, minExpected)
@@ -395,9 +410,11 @@ func (l *Link) findAddr(a []byte) *peer {
 	return nil
 }
 
-func (l *Link) findLID(lid uint16) *peer {
+// findLID finds the peer of a received packet's SLID (24 bits in 16B;
+// the table's LIDs are 16-bit, so an extended LID matches none).
+func (l *Link) findLID(lid uint32) *peer {
 	for i := range l.peers {
-		if l.peers[i].lid == lid {
+		if uint32(l.peers[i].lid) == lid {
 			return &l.peers[i]
 		}
 	}

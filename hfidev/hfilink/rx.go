@@ -40,15 +40,16 @@ func (l *Link) Recv(bufs [][]byte, sizes []int) (int, error) {
 
 // rebuild writes the RoCEv2 frame that p carries into buf and returns its
 // length, 0 when p is dropped or was not a frame (a grant); for a frame
-// whose payload the chip placed (expected.go) also the payload.
+// whose payload the chip placed (expected.go) also the payload. p may be
+// 9B or 16B, whatever this link sends.
 func (l *Link) rebuild(p *hfidev.Packet, buf []byte) (int, []byte) {
 	if p.Err != nil {
 		l.st.rxErrors.Add(1)
 		return 0, nil
 	}
-	h := p.Header
+	h := p.BTHKDETH()
 	mark := h.SWData(0)
-	from := l.findLID(h.SLID())
+	from := l.findLID(p.SLID())
 	switch {
 	case h.Opcode() != TunnelOpcode || from == nil:
 		l.st.rxForeign.Add(1)
@@ -62,19 +63,29 @@ func (l *Link) rebuild(p *hfidev.Packet, buf []byte) (int, []byte) {
 	case p.Fields.RcvType == abi.RcvTypeExpected:
 		return l.rebuildPlaced(p, from, buf)
 	}
+	payload := p.Payload
+	if p.L2Type == abi.L2Type16B {
+		// The padding to a quadword the sender added (tx.go).
+		pad := int(h.SWData(5))
+		if pad != 0 && pad != 4 || pad > len(payload) {
+			l.st.rxForeign.Add(1)
+			return 0, nil
+		}
+		payload = payload[:len(payload)-pad]
+	}
 	l.sawEager(from, h)
 	hl := from.rx.HeaderLen()
-	n := hl + wire.BTHSize + len(p.Payload) + wire.ICRCSize
+	n := hl + wire.BTHSize + len(payload) + wire.ICRCSize
 	if n > len(buf) {
 		l.st.rxTooLarge.Add(1)
 		return 0, nil
 	}
 	frame := buf[:n]
 	bth := wire.BTH(frame[hl : hl+wire.BTHSize])
-	copy(bth, h[8:8+wire.BTHSize]) // the BTH as carried: flags, P_Key, F/B, A, PSN
+	carriedBTH(bth, p, h)
 	bth[0] = byte(mark)
 	bth.SetDestQP(h.SWData(1))
-	copy(frame[hl+wire.BTHSize:], p.Payload)
+	copy(frame[hl+wire.BTHSize:], payload)
 	le.PutUint32(frame[n-wire.ICRCSize:], h.SWData(3))
 	if !from.rx.PutHeaders(frame) {
 		l.st.rxTooLarge.Add(1) // beyond an IP length
@@ -82,4 +93,20 @@ func (l *Link) rebuild(p *hfidev.Packet, buf []byte) (int, []byte) {
 	}
 	be.PutUint16(frame[hl-wire.UDPSize:], uint16(h.SWData(2)))
 	return n, nil
+}
+
+// carriedBTH copies the BTH as carried (flags, P_Key, F/B, A, PSN) from
+// h, p's BTH and KDETH, into bth. A 16B packet's FECN and BECN are in its
+// LRH (where a congestion mark on the way would be set): they are added
+// to the BTH's.
+func carriedBTH(bth wire.BTH, p *hfidev.Packet, h abi.BTHKDETH) {
+	copy(bth, h[:wire.BTHSize])
+	if p.Header16B != nil {
+		if p.Header16B.FECN() {
+			bth[4] |= 0x80
+		}
+		if p.Header16B.BECN() {
+			bth[4] |= 0x40
+		}
+	}
 }

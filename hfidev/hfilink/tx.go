@@ -129,7 +129,7 @@ func (l *Link) reap() {
 	}
 }
 
-// transmit sends frame f (in buffer b) as a 9B KDETH packet.
+// transmit sends frame f (in buffer b) as a KDETH packet, 9B or 16B.
 func (l *Link) transmit(f []byte, b int32) outcome {
 	p := &l.pkt
 	if p.Parse(f) != nil {
@@ -147,25 +147,43 @@ func (l *Link) transmit(f []byte, b int32) outcome {
 		}
 	}
 	data := f[p.BTHOff+wire.BTHSize : p.End-wire.ICRCSize]
-	l.header(p, to, len(data))
-	pf := abi.PBCFields{}
-	if l.chip != abi.ChipWFR {
-		pf.L2Type, pf.DLID = abi.L2Type9B, uint32(to.lid)
+	pad := 0
+	if l.h16 && len(data)%abi.FlitSize == 4 {
+		// 16B payloads are whole quadwords: the 4 bytes after the data
+		// (the frame's ICRC) go along as padding, which the receiver
+		// drops (KDETH software dword 5 says how much).
+		pad = 4
+		data = f[p.BTHOff+wire.BTHSize : p.End-wire.ICRCSize+pad]
 	}
-	if n := abi.Header9BSize + len(data); l.sdmaMin >= 0 && n >= l.sdmaMin {
-		return l.sendSDMA(pf.Encode(l.chip), data, b)
+	hdr := l.header(p, to, len(data), pad)
+	pf := l.pbc(to)
+	if n := len(hdr) + len(data); l.sdmaMin >= 0 && n >= l.sdmaMin {
+		return l.sendSDMA(pf.Encode(l.chip), hdr, data, b)
 	}
-	return l.sendPIO(&pf, data)
+	return l.sendPIO(&pf, hdr, data)
 }
 
-// header writes the 9B header of frame p towards to into l.hdr, for a
-// packet carrying n bytes after the header.
-func (l *Link) header(p *wire.Packet, to *peer, n int) {
+// pbc is the PBC's fields for a packet to to: on JKR the L2 type and the
+// DLID (and for 16B InsertICRC, as OPX sets it).
+func (l *Link) pbc(to *peer) abi.PBCFields {
+	pf := abi.PBCFields{}
+	switch {
+	case l.chip == abi.ChipWFR:
+	case l.h16:
+		pf.L2Type, pf.DLID, pf.InsertICRC = abi.L2Type16B, uint32(to.lid), true
+	default:
+		pf.L2Type, pf.DLID = abi.L2Type9B, uint32(to.lid)
+	}
+	return pf
+}
+
+// header writes into l.hdr the header of frame p towards to, for a packet
+// carrying n bytes after the header of which the last pad are padding,
+// and returns it: 9B or 16B (Config.Header16B).
+func (l *Link) header(p *wire.Packet, to *peer, n, pad int) []byte {
 	bth := p.BTH()
 	qpn := bth.DestQP()
-	h := abi.Header9BFields{
-		LNH: abi.LNHIBLocal, DLID: to.lid, SLID: l.selfLID,
-		PktLen: uint16((abi.Header9BSize + n + abi.ICRCSize) / 4),
+	t := abi.BTHKDETHFields{
 		Opcode: TunnelOpcode, SE: bth.Solicited(), MigReq: bth.MigReq(), PadCnt: uint8(bth.PadCount()), TVer: bth.TVer(),
 		PKey: bth.PKey(), FECN: bth.FECN(), BECN: bth.BECN(),
 		QP:     abi.KDETHQPPrefix<<16 | uint32(to.ctxts[int(qpn)%len(to.ctxts)]&0xff),
@@ -174,11 +192,42 @@ func (l *Link) header(p *wire.Packet, to *peer, n int) {
 		PSN:  be.Uint32(bth[8:]) & 0x7fffffff,
 		KVer: abi.KDETHVersion, JKey: to.jkey,
 	}
-	h.SWData[0] = TunnelMark | uint32(p.Opcode)
-	h.SWData[1] = qpn
-	h.SWData[2] = uint32(p.SrcPort())
-	h.SWData[3] = p.ICRC()
+	t.SWData[0] = TunnelMark | uint32(p.Opcode)
+	t.SWData[1] = qpn
+	t.SWData[2] = uint32(p.SrcPort())
+	t.SWData[3] = p.ICRC()
+	t.SWData[5] = uint32(pad)
+	return l.encode(to, n, &t, uint16(qpn))
+}
+
+// encode writes into l.hdr a header towards to for a packet of n payload
+// bytes with BTH and KDETH t, in the link's format, and returns it. A 16B
+// LRH gets the BTH's P_Key, FECN and BECN (where 16B carries them: a
+// congestion mark on the way lands in the LRH), route control 0 (in
+// order), SC 0, and entropy, which adaptive routing hashes.
+func (l *Link) encode(to *peer, n int, t *abi.BTHKDETHFields, entropy uint16) []byte {
+	if l.h16 {
+		h := abi.Header16BFields{
+			SLID: uint32(l.selfLID), DLID: uint32(to.lid), PktLen: abi.PktLen16B(n),
+			L2: abi.L2Type16B, L4: abi.L4IBLocal, LRHPKey: t.PKey, FECN: t.FECN, BECN: t.BECN, Entropy: entropy,
+			BTHKDETH: *t,
+		}
+		h.Encode(l.hdr[:])
+		return l.hdr[:abi.Header16BSize]
+	}
+	h := abi.Header9BFields{LNH: abi.LNHIBLocal, DLID: to.lid, SLID: l.selfLID,
+		PktLen: uint16((abi.Header9BSize + n + abi.ICRCSize) / 4)}
 	h.Encode(l.hdr[:])
+	t.Encode(abi.Header9B(l.hdr[:]).BTHKDETH())
+	return l.hdr[:abi.Header9BSize]
+}
+
+// tr is the BTH and KDETH of the header in l.hdr.
+func (l *Link) tr() abi.BTHKDETH {
+	if l.h16 {
+		return abi.Header16B(l.hdr[:]).BTHKDETH()
+	}
+	return abi.Header9B(l.hdr[:]).BTHKDETH()
 }
 
 // route finds the table entry of p's destination, checking that its
@@ -201,18 +250,23 @@ func (l *Link) route(p *wire.Packet) *peer {
 	return l.findAddr(f[p.L3+16 : p.L3+20])
 }
 
-// sendPIO writes the packet into the PIO buffer, asking for a credit
-// return when a quarter of the credits or fewer would be left, and
-// forcing one (CREDIT_UPD) when the packet does not fit.
-func (l *Link) sendPIO(pf *abi.PBCFields, data []byte) outcome {
-	blocks := abi.PIOBlocks(abi.Header9BSize + len(data))
+// sendPIO writes the packet (header hdr, 9B or 16B) into the PIO buffer,
+// asking for a credit return when a quarter of the credits or fewer
+// would be left, and forcing one (CREDIT_UPD) when the packet does not
+// fit.
+func (l *Link) sendPIO(pf *abi.PBCFields, hdr, data []byte) outcome {
+	n := len(hdr) + len(data)
+	if l.h16 {
+		n += abi.Tail16BSize
+	}
+	blocks := abi.PIOBlocks(n)
 	pf.CreditReturn = int(l.pio.Avail()) < blocks+int(l.credits)/4
 	pbc := pf.Encode(l.chip)
-	err := l.pio.Send(pbc, l.hdr[:], data)
+	err := l.pio.Send(pbc, hdr, data)
 	if errors.Is(err, hfidev.ErrNoCredits) {
 		l.st.creditUpdates.Add(1)
 		if err = l.ctx.CreditUpdate(); err == nil {
-			err = l.pio.Send(pbc, l.hdr[:], data)
+			err = l.pio.Send(pbc, hdr, data)
 		}
 		if errors.Is(err, hfidev.ErrNoCredits) {
 			return blocked
@@ -221,7 +275,7 @@ func (l *Link) sendPIO(pf *abi.PBCFields, data []byte) outcome {
 	if errors.Is(err, hfidev.ErrHalted) {
 		l.st.txHalts.Add(1)
 		if err = l.ctx.Reset(); err == nil {
-			err = l.pio.Send(pbc, l.hdr[:], data)
+			err = l.pio.Send(pbc, hdr, data)
 		}
 	}
 	if err != nil {
@@ -232,19 +286,20 @@ func (l *Link) sendPIO(pf *abi.PBCFields, data []byte) outcome {
 	return sent
 }
 
-// sendSDMA submits the packet as a one-packet EAGER request, whose header
-// the driver sends as given; buffer b is held until the completion.
-func (l *Link) sendSDMA(pbc abi.PBC, data []byte, b int32) outcome {
+// sendSDMA submits the packet (header hdr) as a one-packet EAGER request,
+// whose header the driver sends as given; buffer b is held until the
+// completion.
+func (l *Link) sendSDMA(pbc abi.PBC, hdr, data []byte, b int32) outcome {
 	frag := max(abi.PIOBlockSize, (len(data)+abi.PIOBlockSize-1)&^(abi.PIOBlockSize-1))
 	iov := l.one[:0]
 	if len(data) > 0 {
 		l.one[0] = data
 		iov = l.one[:]
 	}
-	slot, err := l.sdma.Submit(pbc, abi.Header9B(l.hdr[:]), frag, iov)
+	slot, err := l.sdma.Submit(pbc, hdr, frag, iov)
 	if errors.Is(err, hfidev.ErrSDMARingFull) {
 		l.reap()
-		slot, err = l.sdma.Submit(pbc, abi.Header9B(l.hdr[:]), frag, iov)
+		slot, err = l.sdma.Submit(pbc, hdr, frag, iov)
 		if errors.Is(err, hfidev.ErrSDMARingFull) {
 			l.one[0] = nil
 			return blocked
