@@ -396,12 +396,10 @@ func (l *Link) takeGrant(p *hfidev.Packet, from *peer) {
 	if !g.live {
 		x.ngrants++
 	}
-	next := uint32(0)
-	if g.live && g.lid == from.lid && g.qpn == qpn && g.first == first {
-		next = g.next // sent already
-	}
+	// The same grant again means the range was asked for again (a READ
+	// repeated whole) and is live: its packets may all go expected again.
 	*g = grant{live: true, lid: from.lid, qpn: qpn, first: first, pkts: pkts, mtu: mtu, off0: off0, n: n,
-		next: next, born: time.Now().UnixNano()}
+		born: time.Now().UnixNano()}
 	at := 0
 	for i := range n {
 		g.entries[i] = abi.TIDEntry(le.Uint32(p.Payload[4*i:]))

@@ -200,3 +200,48 @@ func TestExpectedInvalidated(t *testing.T) {
 			s.RxPlaced, s.RxUnplaced, s.RxErrors, s.SinksInvalidated, s.Expects)
 	})
 }
+
+// TestExpectedRegrant: every response of a read is lost, so the read is
+// asked for again whole; the requester's link sends the same grant again,
+// and the responses sent again are placed too.
+func TestExpectedRegrant(t *testing.T) {
+	chips(t, func(t *testing.T, chip abi.Chip) {
+		m := newLinks(t, hfidevice.PairConfig{Chip: chip})
+		lost := 0
+		m.Wire.SetDrop(func(from *model.Unit, pkt []byte) bool {
+			if from == m.Units[1] && len(pkt) > 1024 && lost < 64 {
+				lost++
+				return true
+			}
+			return false
+		})
+		p := transporttest.NewLinkPair(m.Links[0][0], m.Links[1][0])
+		qa, _, err := p.ConnectRC(transporttest.RCOptions{MTU: 4096, SQDepth: 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const size = 256 << 10
+		local, remote := pageBuf(size, 0), pageBuf(size, 0)
+		for i := range remote {
+			remote[i] = byte(i*5 + 1)
+		}
+		la, _ := p.A.MRs.Register(local, mr.LocalWrite)
+		rb, _ := p.B.MRs.Register(remote, mr.RemoteRead)
+		wr := verbs.SendWR{Op: verbs.OpRead, Flags: verbs.Signaled, SGL: []mr.SGE{transporttest.SGE(la, 0, size)},
+			RemoteAddr: rb.Addr(), RKey: rb.RKey()}
+		if err := qa.PostSend(&wr); err != nil {
+			t.Fatal(err)
+		}
+		cs := make([]verbs.Completion, 1)
+		if err := p.RunUntil(func() bool { return p.A.SendCQ.Poll(cs) == 1 }, 5_000_000); err != nil {
+			t.Fatal(err)
+		}
+		if cs[0].Status != verbs.Success || !bytes.Equal(local, remote) {
+			t.Fatalf("completion %+v, data equal %v", cs[0], bytes.Equal(local, remote))
+		}
+		a, b := m.Links[0][0].Stats(), m.Links[1][0].Stats()
+		if lost != 64 || a.GrantsSent < 2 || a.RxPlaced != 64 || b.TxExpected != 128 {
+			t.Errorf("%d lost; requester %+v; responder %+v: want the read placed whole after its grant came again", lost, a, b)
+		}
+	})
+}
