@@ -72,74 +72,72 @@ func (h Header9B) SLID() uint16 { return be.Uint16(h[6:]) }
 // BTH fields.
 
 // Opcode is BTH byte 0; user packets need Opcode&0xC0 == 0xC0.
-func (h Header9B) Opcode() uint8 { return h[bthOff] }
+func (h Header9B) Opcode() uint8 { return h.BTHKDETH().Opcode() }
 
 // SE is BTH byte 1 bit 7.
-func (h Header9B) SE() bool { return h[bthOff+1]&0x80 != 0 }
+func (h Header9B) SE() bool { return h.BTHKDETH().SE() }
 
 // MigReq is BTH byte 1 bit 6.
-func (h Header9B) MigReq() bool { return h[bthOff+1]&0x40 != 0 }
+func (h Header9B) MigReq() bool { return h.BTHKDETH().MigReq() }
 
 // PadCnt is BTH byte 1 [5:4].
-func (h Header9B) PadCnt() uint8 { return h[bthOff+1] >> 4 & 3 }
+func (h Header9B) PadCnt() uint8 { return h.BTHKDETH().PadCnt() }
 
 // TVer is BTH byte 1 [3:0].
-func (h Header9B) TVer() uint8 { return h[bthOff+1] & 0xf }
+func (h Header9B) TVer() uint8 { return h.BTHKDETH().TVer() }
 
 // PKey is BTH bytes 2-3.
-func (h Header9B) PKey() uint16 { return be.Uint16(h[bthOff+2:]) }
+func (h Header9B) PKey() uint16 { return h.BTHKDETH().PKey() }
 
 // FECN is BTH byte 4 bit 7, BECN bit 6.
-func (h Header9B) FECN() bool { return h[bthOff+4]&0x80 != 0 }
+func (h Header9B) FECN() bool { return h.BTHKDETH().FECN() }
 
 // BECN is BTH byte 4 bit 6.
-func (h Header9B) BECN() bool { return h[bthOff+4]&0x40 != 0 }
+func (h Header9B) BECN() bool { return h.BTHKDETH().BECN() }
 
 // QP is BTH bytes 5-7. For KDETH packets byte 5 is KDETHQPPrefix and byte 7
 // the receive context.
-func (h Header9B) QP() uint32 { return be.Uint32(h[bthOff+4:]) & 0xffffff }
+func (h Header9B) QP() uint32 { return h.BTHKDETH().QP() }
 
 // AckReq is BTH byte 8 bit 7.
-func (h Header9B) AckReq() bool { return h[bthOff+8]&0x80 != 0 }
+func (h Header9B) AckReq() bool { return h.BTHKDETH().AckReq() }
 
 // PSN is BTH bytes 8-11 [30:0]: the 31-bit extended PSN; the IB 24-bit PSN
 // is its low 24 bits.
-func (h Header9B) PSN() uint32 { return be.Uint32(h[bthOff+8:]) & 0x7fffffff }
+func (h Header9B) PSN() uint32 { return h.BTHKDETH().PSN() }
 
 // KDETH fields.
 
-func (h Header9B) kdeth0() uint32 { return le.Uint32(h[kdethOff:]) }
-
 // KDETHOffset is KDETH dword 0 [14:0], in 4-byte units or, with OM, 64-byte
 // units.
-func (h Header9B) KDETHOffset() uint16 { return uint16(h.kdeth0() & 0x7fff) }
+func (h Header9B) KDETHOffset() uint16 { return h.BTHKDETH().KDETHOffset() }
 
 // OM is KDETH dword 0 bit 15 (offset mode).
-func (h Header9B) OM() bool { return h.kdeth0()>>15&1 != 0 }
+func (h Header9B) OM() bool { return h.BTHKDETH().OM() }
 
 // TID is KDETH dword 0 [25:16].
-func (h Header9B) TID() uint16 { return uint16(h.kdeth0() >> 16 & 0x3ff) }
+func (h Header9B) TID() uint16 { return h.BTHKDETH().TID() }
 
 // TIDCtrl is KDETH dword 0 [27:26].
-func (h Header9B) TIDCtrl() uint8 { return uint8(h.kdeth0() >> 26 & 3) }
+func (h Header9B) TIDCtrl() uint8 { return h.BTHKDETH().TIDCtrl() }
 
 // KDETHIntr is KDETH dword 0 bit 28.
-func (h Header9B) KDETHIntr() bool { return h.kdeth0()>>28&1 != 0 }
+func (h Header9B) KDETHIntr() bool { return h.BTHKDETH().KDETHIntr() }
 
 // SH is KDETH dword 0 bit 29 (header suppression).
-func (h Header9B) SH() bool { return h.kdeth0()>>29&1 != 0 }
+func (h Header9B) SH() bool { return h.BTHKDETH().SH() }
 
 // KVer is KDETH dword 0 [31:30]; KDETHVersion for valid packets.
-func (h Header9B) KVer() uint8 { return uint8(h.kdeth0() >> 30) }
+func (h Header9B) KVer() uint8 { return h.BTHKDETH().KVer() }
 
 // JKey is the KDETH u16 at offset 4.
-func (h Header9B) JKey() uint16 { return le.Uint16(h[kdethOff+4:]) }
+func (h Header9B) JKey() uint16 { return h.BTHKDETH().JKey() }
 
 // HCRC is the KDETH u16 at offset 6.
-func (h Header9B) HCRC() uint16 { return le.Uint16(h[kdethOff+6:]) }
+func (h Header9B) HCRC() uint16 { return h.BTHKDETH().HCRC() }
 
 // SWData returns software dword i (0..6) after the KDETH's first 8 bytes.
-func (h Header9B) SWData(i int) uint32 { return le.Uint32(h[kdethSWDataAt+4*i:]) }
+func (h Header9B) SWData(i int) uint32 { return h.BTHKDETH().SWData(i) }
 
 // Header9BFields are a 9B header's fields, for building one with Encode.
 type Header9BFields struct {

@@ -140,8 +140,9 @@ func (t BTHKDETH) SetPSN(psn uint32, ackReq bool) {
 // SetSWData sets KDETH software dword i (0..6).
 func (t BTHKDETH) SetSWData(i int, v uint32) { le.PutUint32(t[tkdethSW+4*i:], v) }
 
-// SetKDETHTID sets KDETH TID, TIDCtrl, Offset and OM for a packet landing
-// at byte off of entry e, as Header9B.SetKDETHTID.
+// SetKDETHTID sets KDETH dword 0's TID [25:16], TIDCtrl [27:26], Offset
+// [14:0] and OM (15) for a packet landing at byte off of entry e, in e's
+// offset unit, keeping Intr, SH and KVer.
 func (t BTHKDETH) SetKDETHTID(e TIDEntry, off int) {
 	unit := e.OMUnit()
 	v := le.Uint32(t[tkdeth:])&^(0xfffffff) | uint32(off/unit)&0x7fff |

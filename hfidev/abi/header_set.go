@@ -9,28 +9,16 @@ func (h Header9B) SetPktLen(dws uint16) {
 }
 
 // SetPSN sets BTH.AckReq and the 31-bit BTH.PSN.
-func (h Header9B) SetPSN(psn uint32, ackReq bool) {
-	be.PutUint32(h[bthOff+8:], uint32(b2u(ackReq))<<31|psn&0x7fffffff)
-}
+func (h Header9B) SetPSN(psn uint32, ackReq bool) { h.BTHKDETH().SetPSN(psn, ackReq) }
 
 // SetSWData sets KDETH software dword i (0..6).
-func (h Header9B) SetSWData(i int, v uint32) { le.PutUint32(h[kdethSWDataAt+4*i:], v) }
+func (h Header9B) SetSWData(i int, v uint32) { h.BTHKDETH().SetSWData(i, v) }
 
 // SetKDETHTID sets KDETH dword 0's TID [25:16], TIDCtrl [27:26], Offset
 // [14:0] and OM (15) for a packet landing at byte off of entry e, in e's
 // offset unit, keeping Intr, SH and KVer.
-func (h Header9B) SetKDETHTID(e TIDEntry, off int) {
-	unit := e.OMUnit()
-	v := le.Uint32(h[kdethOff:])&^(0xfffffff) | uint32(off/unit)&0x7fff |
-		uint32(b2u(unit == KDETHOMLarge))<<15 | uint32(e.Pair()&0x3ff)<<16 | uint32(e.Ctrl())<<26
-	le.PutUint32(h[kdethOff:], v)
-}
+func (h Header9B) SetKDETHTID(e TIDEntry, off int) { h.BTHKDETH().SetKDETHTID(e, off) }
 
 // TIDOffset is the byte offset KDETH.Offset and OM give: Offset×64 with
 // OM, Offset×4 without.
-func (h Header9B) TIDOffset() int {
-	if h.OM() {
-		return int(h.KDETHOffset()) * KDETHOMLarge
-	}
-	return int(h.KDETHOffset()) * KDETHOMSmall
-}
+func (h Header9B) TIDOffset() int { return h.BTHKDETH().TIDOffset() }
