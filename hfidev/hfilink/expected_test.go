@@ -1,14 +1,10 @@
 package hfilink_test
 
 import (
-	"bytes"
 	"fmt"
-	"math/rand/v2"
 	"testing"
 	"unsafe"
 
-	"github.com/softfabric/softfabric/dataplane/mr"
-	"github.com/softfabric/softfabric/dataplane/transporttest"
 	"github.com/softfabric/softfabric/dataplane/verbs"
 	"github.com/softfabric/softfabric/hfidev/abi"
 	"github.com/softfabric/softfabric/hfidev/hfidevice"
@@ -66,7 +62,8 @@ func expectedOnce(t *testing.T, chip abi.Chip, physRun int, op verbs.Opcode, siz
 
 // expectedWith is expectedOnce on the links cfg makes.
 func expectedWith(t *testing.T, cfg hfidevice.PairConfig, op verbs.Opcode, size, off, lose int) {
-	m := newLinks(t, cfg)
+	x := newRMA(t, cfg, op, size, off)
+	m := x.m
 	if lose != 0 {
 		n := 0
 		m.Wire.SetDrop(func(_ *model.Unit, pkt []byte) bool {
@@ -77,48 +74,7 @@ func expectedWith(t *testing.T, cfg hfidevice.PairConfig, op verbs.Opcode, size,
 			return n%max(lose, -lose) == 0
 		})
 	}
-	p := transporttest.NewLinkPair(m.Links[0][0], m.Links[1][0])
-	qa, _, err := p.ConnectRC(transporttest.RCOptions{MTU: 4096, SQDepth: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	local, remote := pageBuf(size, off), pageBuf(size, off)
-	src, dst := remote, local // a read fetches remote into local
-	if op == verbs.OpWrite {
-		src, dst = local, remote
-	}
-	r := rand.New(rand.NewPCG(uint64(size), uint64(off)))
-	for i := range src {
-		src[i] = byte(r.Uint32())
-	}
-	access := mr.LocalWrite | mr.RemoteRead | mr.RemoteWrite
-	la, err := p.A.MRs.Register(local, access)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rb, err := p.B.MRs.Register(remote, access)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wr := verbs.SendWR{ID: 7, Op: op, Flags: verbs.Signaled, SGL: []mr.SGE{transporttest.SGE(la, 0, size)},
-		RemoteAddr: rb.Addr(), RKey: rb.RKey()}
-	if err := qa.PostSend(&wr); err != nil {
-		t.Fatal(err)
-	}
-	cs := make([]verbs.Completion, 1)
-	if err := p.RunUntil(func() bool { return p.A.SendCQ.Poll(cs) == 1 }, 5_000_000); err != nil {
-		t.Fatal(err)
-	}
-	if cs[0].Status != verbs.Success {
-		t.Fatalf("completion %+v", cs[0])
-	}
-	if !bytes.Equal(src, dst) {
-		i := 0
-		for src[i] == dst[i] {
-			i++
-		}
-		t.Fatalf("destination differs from byte %d of %d", i, size)
-	}
+	x.finish(t)
 	recv, send := m.Links[0][0], m.Links[1][0] // the read's data goes B → A
 	if op == verbs.OpWrite {
 		recv, send = send, recv
@@ -153,25 +109,9 @@ func expectedWith(t *testing.T, cfg hfidevice.PairConfig, op verbs.Opcode, size,
 // completes byte for byte, every entry freed.
 func TestExpectedInvalidated(t *testing.T) {
 	chips(t, func(t *testing.T, chip abi.Chip) {
-		m := newLinks(t, hfidevice.PairConfig{Chip: chip})
-		p := transporttest.NewLinkPair(m.Links[0][0], m.Links[1][0])
-		qa, _, err := p.ConnectRC(transporttest.RCOptions{MTU: 4096, SQDepth: 16})
-		if err != nil {
-			t.Fatal(err)
-		}
 		const size = 4 << 20
-		local, remote := pageBuf(size, 0), pageBuf(size, 0)
-		for i := range remote {
-			remote[i] = byte(i * 7)
-		}
-		access := mr.LocalWrite | mr.RemoteRead
-		la, _ := p.A.MRs.Register(local, access)
-		rb, _ := p.B.MRs.Register(remote, access)
-		wr := verbs.SendWR{Op: verbs.OpRead, Flags: verbs.Signaled, SGL: []mr.SGE{transporttest.SGE(la, 0, size)},
-			RemoteAddr: rb.Addr(), RKey: rb.RKey()}
-		if err := qa.PostSend(&wr); err != nil {
-			t.Fatal(err)
-		}
+		x := newRMA(t, hfidevice.PairConfig{Chip: chip}, verbs.OpRead, size, 0)
+		m, p, local := x.m, x.p, x.dst
 		a := m.Links[0][0]
 		for a.Stats().RxPlaced < 100 {
 			if !p.Step() {
@@ -181,13 +121,7 @@ func TestExpectedInvalidated(t *testing.T) {
 		if n := m.Units[0].InvalidateRange(uint64(uintptr(unsafe.Pointer(&local[0]))), size); n == 0 {
 			t.Fatal("nothing to invalidate")
 		}
-		cs := make([]verbs.Completion, 1)
-		if err := p.RunUntil(func() bool { return p.A.SendCQ.Poll(cs) == 1 }, 5_000_000); err != nil {
-			t.Fatal(err)
-		}
-		if cs[0].Status != verbs.Success || !bytes.Equal(local, remote) {
-			t.Fatalf("completion %+v, data equal %v", cs[0], bytes.Equal(local, remote))
-		}
+		x.finish(t)
 		s := a.Stats()
 		if s.SinksInvalidated == 0 || s.RxUnplaced == 0 || s.Expects < 2 || s.RxPlaced <= 128 {
 			t.Errorf("stats %+v: want a range invalidated, packets dropped and the rest placed in a new one", s)
@@ -206,7 +140,8 @@ func TestExpectedInvalidated(t *testing.T) {
 // and the responses sent again are placed too.
 func TestExpectedRegrant(t *testing.T) {
 	chips(t, func(t *testing.T, chip abi.Chip) {
-		m := newLinks(t, hfidevice.PairConfig{Chip: chip})
+		x := newRMA(t, hfidevice.PairConfig{Chip: chip}, verbs.OpRead, 256<<10, 0)
+		m := x.m
 		lost := 0
 		m.Wire.SetDrop(func(from *model.Unit, pkt []byte) bool {
 			if from == m.Units[1] && len(pkt) > 1024 && lost < 64 {
@@ -215,30 +150,7 @@ func TestExpectedRegrant(t *testing.T) {
 			}
 			return false
 		})
-		p := transporttest.NewLinkPair(m.Links[0][0], m.Links[1][0])
-		qa, _, err := p.ConnectRC(transporttest.RCOptions{MTU: 4096, SQDepth: 16})
-		if err != nil {
-			t.Fatal(err)
-		}
-		const size = 256 << 10
-		local, remote := pageBuf(size, 0), pageBuf(size, 0)
-		for i := range remote {
-			remote[i] = byte(i*5 + 1)
-		}
-		la, _ := p.A.MRs.Register(local, mr.LocalWrite)
-		rb, _ := p.B.MRs.Register(remote, mr.RemoteRead)
-		wr := verbs.SendWR{Op: verbs.OpRead, Flags: verbs.Signaled, SGL: []mr.SGE{transporttest.SGE(la, 0, size)},
-			RemoteAddr: rb.Addr(), RKey: rb.RKey()}
-		if err := qa.PostSend(&wr); err != nil {
-			t.Fatal(err)
-		}
-		cs := make([]verbs.Completion, 1)
-		if err := p.RunUntil(func() bool { return p.A.SendCQ.Poll(cs) == 1 }, 5_000_000); err != nil {
-			t.Fatal(err)
-		}
-		if cs[0].Status != verbs.Success || !bytes.Equal(local, remote) {
-			t.Fatalf("completion %+v, data equal %v", cs[0], bytes.Equal(local, remote))
-		}
+		x.finish(t)
 		a, b := m.Links[0][0].Stats(), m.Links[1][0].Stats()
 		if lost != 64 || a.GrantsSent < 2 || a.RxPlaced != 64 || b.TxExpected != 128 {
 			t.Errorf("%d lost; requester %+v; responder %+v: want the read placed whole after its grant came again", lost, a, b)

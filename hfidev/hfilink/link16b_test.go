@@ -178,24 +178,7 @@ func TestConfig16B(t *testing.T) {
 
 // Sending and receiving a 16B frame allocates nothing, by PIO and SDMA.
 func TestAllocs16B(t *testing.T) {
-	m := newLinks(t, hfidevice.PairConfig{Chip: abi.ChipJKR, Link: hfilink.Config{Header16B: true}})
-	a, b := m.Links[0][0], m.Links[1][0]
-	buf, sizes := [][]byte{make([]byte, b.MaxFrame())}, []int{0}
-	for _, n := range []int{64, 100, 4096} {
-		f := [][]byte{frame(gids4[0], gids4[1], 1, 2, wire.RCSendOnly, 5, n, 1)}
-		allocs := testing.AllocsPerRun(200, func() {
-			_, errSink = a.Send(f)
-			if k, _ := b.Recv(buf, sizes); k != 1 || !bytes.Equal(buf[0][:sizes[0]], f[0]) {
-				t.Fatal("nothing received, or not the frame")
-			}
-		})
-		if allocs != 0 {
-			t.Errorf("%d B: %.1f allocations per frame", n, allocs)
-		}
-	}
-	if s := a.Stats(); s.TxPIO == 0 || s.TxSDMA == 0 {
-		t.Errorf("stats %+v", s)
-	}
+	frameAllocs(t, hfidevice.PairConfig{Chip: abi.ChipJKR, Link: hfilink.Config{Header16B: true}}, 64, 100, 4096)
 }
 
 // Expected receive with 16B packets: a large READ's and WRITE's payload is

@@ -248,25 +248,32 @@ var errSink error
 // Sending and receiving a frame allocates nothing, by PIO and by SDMA.
 func TestAllocs(t *testing.T) {
 	chips(t, func(t *testing.T, chip abi.Chip) {
-		m := newLinks(t, hfidevice.PairConfig{Chip: chip})
-		a, b := m.Links[0][0], m.Links[1][0]
-		buf, sizes := [][]byte{make([]byte, b.MaxFrame())}, []int{0}
-		for _, n := range []int{64, 4096} {
-			f := [][]byte{frame(gids4[0], gids4[1], 1, 2, wire.RCSendOnly, 5, n, 1)}
-			allocs := testing.AllocsPerRun(200, func() {
-				_, errSink = a.Send(f)
-				if k, _ := b.Recv(buf, sizes); k != 1 {
-					t.Fatal("nothing received")
-				}
-			})
-			if allocs != 0 {
-				t.Errorf("%d B: %.1f allocations per frame", n, allocs)
-			}
-		}
-		if s := a.Stats(); s.TxPIO == 0 || s.TxSDMA == 0 {
-			t.Errorf("stats %+v", s)
-		}
+		frameAllocs(t, hfidevice.PairConfig{Chip: chip}, 64, 4096)
 	})
+}
+
+// frameAllocs sends frames of each size from one link of cfg's pair to
+// the other, checking each arrives whole and nothing allocates, and that
+// both PIO and SDMA carried some.
+func frameAllocs(t *testing.T, cfg hfidevice.PairConfig, sizes ...int) {
+	m := newLinks(t, cfg)
+	a, b := m.Links[0][0], m.Links[1][0]
+	buf, got := [][]byte{make([]byte, b.MaxFrame())}, []int{0}
+	for _, n := range sizes {
+		f := [][]byte{frame(gids4[0], gids4[1], 1, 2, wire.RCSendOnly, 5, n, 1)}
+		allocs := testing.AllocsPerRun(200, func() {
+			_, errSink = a.Send(f)
+			if k, _ := b.Recv(buf, got); k != 1 || !bytes.Equal(buf[0][:got[0]], f[0]) {
+				t.Fatal("nothing received, or not the frame")
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("%d B: %.1f allocations per frame", n, allocs)
+		}
+	}
+	if s := a.Stats(); s.TxPIO == 0 || s.TxSDMA == 0 {
+		t.Errorf("stats %+v", s)
+	}
 }
 
 // New refuses a table or sizes the link cannot work with.
