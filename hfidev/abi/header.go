@@ -171,33 +171,29 @@ func (f *Header9BFields) Encode(h Header9B) {
 	be.PutUint16(h[2:], f.DLID)
 	be.PutUint16(h[4:], f.PktLen&0xfff)
 	be.PutUint16(h[6:], f.SLID)
-	h[bthOff] = f.Opcode
-	h[bthOff+1] = uint8(b2u(f.SE))<<7 | uint8(b2u(f.MigReq))<<6 | (f.PadCnt&3)<<4 | f.TVer&0xf
-	be.PutUint16(h[bthOff+2:], f.PKey)
-	be.PutUint32(h[bthOff+4:], uint32(b2u(f.FECN))<<31|uint32(b2u(f.BECN))<<30|f.QP&0xffffff)
-	be.PutUint32(h[bthOff+8:], uint32(b2u(f.AckReq))<<31|f.PSN&0x7fffffff)
-	le.PutUint32(h[kdethOff:], uint32(f.KDETHOffset)&0x7fff|uint32(b2u(f.OM))<<15|
-		(uint32(f.TID)&0x3ff)<<16|(uint32(f.TIDCtrl)&3)<<26|uint32(b2u(f.KDETHIntr))<<28|
-		uint32(b2u(f.SH))<<29|(uint32(f.KVer)&3)<<30)
-	le.PutUint16(h[kdethOff+4:], f.JKey)
-	le.PutUint16(h[kdethOff+6:], f.HCRC)
-	for i, w := range f.SWData {
-		le.PutUint32(h[kdethSWDataAt+4*i:], w)
+	t := f.bthKDETH()
+	t.Encode(h.BTHKDETH())
+}
+
+// bthKDETH is f's BTH and KDETH part.
+func (f *Header9BFields) bthKDETH() BTHKDETHFields {
+	return BTHKDETHFields{
+		Opcode: f.Opcode, SE: f.SE, MigReq: f.MigReq, PadCnt: f.PadCnt, TVer: f.TVer, PKey: f.PKey,
+		FECN: f.FECN, BECN: f.BECN, QP: f.QP, AckReq: f.AckReq, PSN: f.PSN,
+		KDETHOffset: f.KDETHOffset, OM: f.OM, TID: f.TID, TIDCtrl: f.TIDCtrl, KDETHIntr: f.KDETHIntr, SH: f.SH,
+		KVer: f.KVer, JKey: f.JKey, HCRC: f.HCRC, SWData: f.SWData,
 	}
 }
 
 // Decode returns h's fields; h must pass Check.
 func (h Header9B) Decode() Header9BFields {
-	f := Header9BFields{
+	t := h.BTHKDETH().Decode()
+	return Header9BFields{
 		VL: h.VL(), LVer: h.LVer(), SL: h.SL(), LNH: h.LNH(),
 		DLID: h.DLID(), SLID: h.SLID(), PktLen: h.PktLen(),
-		Opcode: h.Opcode(), SE: h.SE(), MigReq: h.MigReq(), PadCnt: h.PadCnt(), TVer: h.TVer(),
-		PKey: h.PKey(), FECN: h.FECN(), BECN: h.BECN(), QP: h.QP(), AckReq: h.AckReq(), PSN: h.PSN(),
-		KDETHOffset: h.KDETHOffset(), OM: h.OM(), TID: h.TID(), TIDCtrl: h.TIDCtrl(),
-		KDETHIntr: h.KDETHIntr(), SH: h.SH(), KVer: h.KVer(), JKey: h.JKey(), HCRC: h.HCRC(),
+		Opcode: t.Opcode, SE: t.SE, MigReq: t.MigReq, PadCnt: t.PadCnt, TVer: t.TVer,
+		PKey: t.PKey, FECN: t.FECN, BECN: t.BECN, QP: t.QP, AckReq: t.AckReq, PSN: t.PSN,
+		KDETHOffset: t.KDETHOffset, OM: t.OM, TID: t.TID, TIDCtrl: t.TIDCtrl,
+		KDETHIntr: t.KDETHIntr, SH: t.SH, KVer: t.KVer, JKey: t.JKey, HCRC: t.HCRC, SWData: t.SWData,
 	}
-	for i := range f.SWData {
-		f.SWData[i] = h.SWData(i)
-	}
-	return f
 }
