@@ -536,19 +536,13 @@ func (l *Link) rebuildPlaced(p *hfidev.Packet, from *peer, buf []byte) (int, []b
 		return 0, nil
 	}
 	frame := buf[:size]
-	bth := wire.BTH(frame[hl : hl+wire.BTHSize])
-	carriedBTH(bth, p, h)
-	bth[0] = byte(mark)
-	bth.SetDestQP(qpn)
 	if ext == 4 {
 		be.PutUint32(frame[hl+wire.BTHSize:], h.SWData(4))
 	}
-	le.PutUint32(frame[size-wire.ICRCSize:], h.SWData(3))
-	if !from.rx.PutHeaders(frame) {
+	if !frameHeaders(frame, p, h, from) {
 		l.st.rxTooLarge.Add(1)
 		return 0, nil
 	}
-	be.PutUint16(frame[hl-wire.UDPSize:], uint16(h.SWData(2)))
 	crc := crc32.Update(wire.ComputeICRC(frame[wire.EthernetSize:hl+wire.BTHSize+ext]), crc32.IEEETable, view)
 	if crc != h.SWData(3) {
 		l.st.rxBadPlaced.Add(1)

@@ -81,18 +81,32 @@ func (l *Link) rebuild(p *hfidev.Packet, buf []byte) (int, []byte) {
 		return 0, nil
 	}
 	frame := buf[:n]
-	bth := wire.BTH(frame[hl : hl+wire.BTHSize])
-	carriedBTH(bth, p, h)
-	bth[0] = byte(mark)
-	bth.SetDestQP(h.SWData(1))
 	copy(frame[hl+wire.BTHSize:], payload)
-	le.PutUint32(frame[n-wire.ICRCSize:], h.SWData(3))
-	if !from.rx.PutHeaders(frame) {
+	if !frameHeaders(frame, p, h, from) {
 		l.st.rxTooLarge.Add(1) // beyond an IP length
 		return 0, nil
 	}
-	be.PutUint16(frame[hl-wire.UDPSize:], uint16(h.SWData(2)))
 	return n, nil
+}
+
+// frameHeaders writes into frame (n bytes: headers, extension headers
+// and payload in place or left out, ICRC) the headers of the frame p
+// carries from peer from: the BTH as carried with the frame's opcode and
+// QPN, the carried ICRC, and the Ethernet/IP/UDP headers of the path from
+// the peer with the carried UDP source port. False when the frame is
+// beyond an IP length.
+func frameHeaders(frame []byte, p *hfidev.Packet, h abi.BTHKDETH, from *peer) bool {
+	hl := from.rx.HeaderLen()
+	bth := wire.BTH(frame[hl : hl+wire.BTHSize])
+	carriedBTH(bth, p, h)
+	bth[0] = byte(h.SWData(0))
+	bth.SetDestQP(h.SWData(1))
+	le.PutUint32(frame[len(frame)-wire.ICRCSize:], h.SWData(3))
+	if !from.rx.PutHeaders(frame) {
+		return false
+	}
+	be.PutUint16(frame[hl-wire.UDPSize:], uint16(h.SWData(2)))
+	return true
 }
 
 // carriedBTH copies the BTH as carried (flags, P_Key, F/B, A, PSN) from
