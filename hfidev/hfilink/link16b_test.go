@@ -71,12 +71,7 @@ func TestFrameRoundTrip16B(t *testing.T) {
 			if pad > 0 {
 				pads++
 			}
-			var got []byte
-			for _, l := range m.Links[1] {
-				if l.Context().Info.Ctxt == ctxt {
-					got = recvOne(t, l)
-				}
-			}
+			got := recvAt(t, m, ctxt)
 			if !bytes.Equal(got, f) {
 				t.Fatalf("%v %d B: frame differs\n got %x\nwant %x", op, n, got, f)
 			}

@@ -110,12 +110,7 @@ func TestFrameRoundTrip(t *testing.T) {
 					h.SWData(0) != hfilink.TunnelMark|uint32(op) || h.SWData(1) != qpn || int(h.PktLen())*4 != len(last)+abi.ICRCSize {
 					t.Fatalf("%v %d B: 9B header %+v", op, n, h.Decode())
 				}
-				var got []byte
-				for _, l := range m.Links[1] {
-					if l.Context().Info.Ctxt == ctxt {
-						got = recvOne(t, l)
-					}
-				}
+				got := recvAt(t, m, ctxt)
 				if !bytes.Equal(got, f) {
 					t.Fatalf("%v %d B: frame differs\n got %x\nwant %x", op, n, got, f)
 				}
@@ -241,6 +236,18 @@ func sendEach(t *testing.T, a, b *hfilink.Link, n int) {
 			t.Fatalf("frame %d lost or changed", i)
 		}
 	}
+}
+
+// recvAt receives one frame on B's link over hardware context ctxt.
+func recvAt(t *testing.T, m *hfidevice.ModelLinks, ctxt uint16) []byte {
+	t.Helper()
+	for _, l := range m.Links[1] {
+		if l.Context().Info.Ctxt == ctxt {
+			return recvOne(t, l)
+		}
+	}
+	t.Fatalf("no link over context %d", ctxt)
+	return nil
 }
 
 var errSink error
