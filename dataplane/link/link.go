@@ -96,8 +96,10 @@ type TxFramer interface {
 // and where their payload goes: packet k (PSN + k) carries bytes
 // [k×MTU, (k+1)×MTU) of Buf, the last one the rest. The transport makes
 // one for each RDMA READ it asks for (the responses' payload goes to the
-// local buffer) and for each multi-packet RDMA WRITE it accepts (the
-// packets after the first go to the target buffer).
+// local buffer), for each multi-packet RDMA WRITE it accepts (the packets
+// after the first go to the target buffer) and for each multi-packet SEND
+// (the rest goes to the receive buffer; the message may end before the
+// buffer does, at a packet with a last opcode).
 type Expectation struct {
 	Peer    [16]byte // the sender's address (its GID, 16-byte form)
 	PeerQPN uint32   // the sender's queue pair

@@ -320,6 +320,9 @@ func (s *responder) send(q *QP, p *wire.Packet, ps psn.PSN, n uint32) {
 			return
 		}
 		s.cur, s.off = inSend, 0
+		if m&wire.MaskLast == 0 {
+			s.expectFrom, s.expecting = ps, true
+		}
 	}
 	if uint64(s.off)+uint64(n) > uint64(s.recv.Len()) {
 		s.completeRecv(q, verbs.CompRecv, verbs.LocLenErr, 0, 0)
@@ -508,19 +511,41 @@ func (s *responder) transmit(q *QP, b *link.Batch) {
 	}
 }
 
-// expect tells a link that places payloads where the rest of the write
+// expect tells a link that places payloads where the rest of the message
 // in progress goes, if it is still in progress: the packets after those
-// that arrived since its first.
+// that arrived since its first. A write's length is known (its RETH); a
+// send's is not, so its expectation is the rest of the receive buffer
+// (one SGE only), which the link ends at the message's last packet.
 func (s *responder) expect(q *QP, b *link.Batch) {
 	s.expecting = false
-	if !b.Expects() || s.cur != inWrite || s.off >= s.wlen {
+	if !b.Expects() {
+		return
+	}
+	var rest []byte
+	switch s.cur {
+	case inWrite:
+		if s.off < s.wlen {
+			rest = s.wbuf[s.off:s.wlen]
+		}
+	case inSend:
+		sgl := s.recv.SGL()
+		if len(sgl) != 1 || s.off >= sgl[0].Length {
+			return
+		}
+		buf, err := q.mrs.Local(sgl[0].LKey, sgl[0].Addr, sgl[0].Length, mr.LocalWrite)
+		if err != nil {
+			return // the payload will fail to land, as without the link's help
+		}
+		rest = buf[s.off:]
+	}
+	if len(rest) == 0 {
 		return
 	}
 	k := s.off / uint32(q.mtu) // packets placed: s.off is whole packets until the last
 	s.exp = link.Expectation{
 		Peer: q.path.Dst16(), PeerQPN: q.attr.DestQPN, QPN: q.qpn,
-		PSN: uint32(s.expectFrom.Add(k)), Packets: npackets(s.wlen, q.mtu) - k, MTU: q.mtu,
-		Buf: s.wbuf[s.off:s.wlen],
+		PSN: uint32(s.expectFrom.Add(k)), Packets: npackets(uint32(len(rest)), q.mtu), MTU: q.mtu,
+		Buf: rest,
 	}
 	b.Expect(&s.exp)
 }

@@ -410,10 +410,12 @@ func (l *Link) takeGrant(p *hfidev.Packet, from *peer) {
 }
 
 // carriesPayload reports whether op is an RC data packet a grant may
-// cover: the packets of a write after its first, and read responses.
+// cover: the packets of a send or write after its first, and read
+// responses.
 func carriesPayload(op wire.Opcode) bool {
 	switch op {
-	case wire.RCWriteMiddle, wire.RCWriteLast, wire.RCWriteLastImm,
+	case wire.RCSendMiddle, wire.RCSendLast, wire.RCSendLastImm, wire.RCSendLastInv,
+		wire.RCWriteMiddle, wire.RCWriteLast, wire.RCWriteLastImm,
 		wire.RCReadResponseFirst, wire.RCReadResponseMiddle, wire.RCReadResponseLast, wire.RCReadResponseOnly:
 		return true
 	}
@@ -548,7 +550,7 @@ func (l *Link) rebuildPlaced(p *hfidev.Packet, from *peer, buf []byte) (int, []b
 		l.st.rxBadPlaced.Add(1)
 		return 0, nil
 	}
-	l.gotPacket(s, k)
+	l.gotPacket(s, k, op)
 	l.st.rxPlaced.Add(1)
 	return size, view
 }
@@ -572,23 +574,32 @@ func (l *Link) findSink(lid uint16, qpn uint32, ps psn.PSN) (*sink, uint32) {
 }
 
 // gotPacket marks packet k of s arrived (placed or eager), and frees s's
-// entries once all have.
-func (l *Link) gotPacket(s *sink, k uint32) {
-	if s.got[k/64]&(1<<(k%64)) != 0 {
-		return
+// entries once all have. A packet that ends its message (a send's may
+// end before the receive buffer does) ends the range there.
+func (l *Link) gotPacket(s *sink, k uint32, op wire.Opcode) {
+	if s.got[k/64]&(1<<(k%64)) == 0 {
+		s.got[k/64] |= 1 << (k % 64)
+		s.ngot++
 	}
-	s.got[k/64] |= 1 << (k % 64)
-	if s.ngot++; s.ngot == s.pkts {
+	if info := op.Info(); info != nil && info.Mask&wire.MaskLast != 0 && k+1 < s.pkts {
+		s.pkts = k + 1
+		s.ngot = 0
+		for i := range s.pkts {
+			s.ngot += uint32(s.got[i/64] >> (i % 64) & 1)
+		}
+	}
+	if s.ngot == s.pkts {
 		l.freeSink(s)
 	}
 }
 
 // sawEager marks an eager data packet of a sink's range arrived.
 func (l *Link) sawEager(from *peer, h abi.BTHKDETH) {
-	if l.exp.nsinks == 0 || !carriesPayload(wire.Opcode(h.SWData(0))) {
+	op := wire.Opcode(h.SWData(0))
+	if l.exp.nsinks == 0 || !carriesPayload(op) {
 		return
 	}
 	if s, k := l.findSink(from.lid, h.SWData(1), psn.PSN(h.PSN()&psn.Mask)); s != nil {
-		l.gotPacket(s, k)
+		l.gotPacket(s, k, op)
 	}
 }

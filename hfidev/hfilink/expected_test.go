@@ -26,7 +26,7 @@ func pageBuf(n, off int) []byte {
 func TestExpectedRMA(t *testing.T) {
 	chips(t, func(t *testing.T, chip abi.Chip) {
 		for _, physRun := range []int{0, 1} {
-			for _, op := range []verbs.Opcode{verbs.OpRead, verbs.OpWrite} {
+			for _, op := range []verbs.Opcode{verbs.OpRead, verbs.OpWrite, verbs.OpSend} {
 				for _, size := range []int{64 << 10, 300_001, 1 << 20, 5 << 20} {
 					for _, off := range []int{0, 100} {
 						name := fmt.Sprintf("%s/phys%d/%d@%d", op, physRun, size, off)
@@ -45,7 +45,7 @@ func TestExpectedRMA(t *testing.T) {
 // receive.
 func TestExpectedUnderLoss(t *testing.T) {
 	chips(t, func(t *testing.T, chip abi.Chip) {
-		for _, op := range []verbs.Opcode{verbs.OpRead, verbs.OpWrite} {
+		for _, op := range []verbs.Opcode{verbs.OpRead, verbs.OpWrite, verbs.OpSend} {
 			t.Run(op.String()+"/data", func(t *testing.T) { expectedOnce(t, chip, 0, op, 1<<20, 0, 13) })
 			t.Run(op.String()+"/any", func(t *testing.T) { expectedOnce(t, chip, 0, op, 1<<20, 0, -13) })
 		}
@@ -76,15 +76,15 @@ func expectedWith(t *testing.T, cfg hfidevice.PairConfig, op verbs.Opcode, size,
 	}
 	x.finish(t)
 	recv, send := m.Links[0][0], m.Links[1][0] // the read's data goes B → A
-	if op == verbs.OpWrite {
+	if op != verbs.OpRead {                    // a write's or send's data goes A → B
 		recv, send = send, recv
 	}
 	rs, ss := recv.Stats(), send.Stats()
 	if rs.RxBadPlaced != 0 || rs.RxUnplaced != 0 && lose == 0 {
 		t.Errorf("receiver dropped placed packets: %+v", rs)
 	}
-	// A write's first packets leave before the target's grant arrives:
-	// only a long one has packets left to place.
+	// A write's or send's first packets leave before the target's grant
+	// arrives: only a long one has packets left to place.
 	if off == 0 && lose >= 0 && (op == verbs.OpRead || size >= 1<<20) &&
 		(rs.RxPlaced == 0 || ss.TxExpected == 0 || rs.Expects == 0 || ss.GrantsRcvd == 0) {
 		t.Errorf("no payload placed by TID: receiver %+v, sender %+v", rs, ss)

@@ -12,9 +12,10 @@ import (
 	"github.com/softfabric/softfabric/hfidev/hfilink"
 )
 
-// rma is one RC READ or WRITE of size bytes between two modeled units
-// (buffers off bytes past a page, filled at random), posted and not yet
-// run: step p until done() reports its completion, or finish.
+// rma is one RC READ, WRITE or SEND (into a receive B posted) of size
+// bytes between two modeled units (buffers off bytes past a page, filled
+// at random), posted and not yet run: step p until done() reports its
+// completion, or finish.
 type rma struct {
 	m          *hfidevice.ModelLinks
 	p          *transporttest.Pair
@@ -27,13 +28,13 @@ func newRMA(t *testing.T, cfg hfidevice.PairConfig, op verbs.Opcode, size, off i
 	t.Helper()
 	m := newLinks(t, cfg)
 	p := transporttest.NewLinkPair(m.Links[0][0], m.Links[1][0])
-	qa, _, err := p.ConnectRC(transporttest.RCOptions{MTU: 4096, SQDepth: 16})
+	qa, qb, err := p.ConnectRC(transporttest.RCOptions{MTU: 4096, SQDepth: 16})
 	if err != nil {
 		t.Fatal(err)
 	}
 	local, remote := pageBuf(size, off), pageBuf(size, off)
 	x := &rma{m: m, p: p, src: remote, dst: local, cs: make([]verbs.Completion, 1), size: size, data: (size + 4095) / 4096}
-	if op == verbs.OpWrite {
+	if op == verbs.OpWrite || op == verbs.OpSend {
 		x.src, x.dst = local, remote
 	}
 	r := rand.New(rand.NewPCG(uint64(size), uint64(off)))
@@ -48,6 +49,11 @@ func newRMA(t *testing.T, cfg hfidevice.PairConfig, op verbs.Opcode, size, off i
 	rb, err := p.B.MRs.Register(remote, access)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if op == verbs.OpSend {
+		if err := qb.PostRecv(&verbs.RecvWR{ID: 2, SGL: []mr.SGE{transporttest.SGE(rb, 0, size)}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	wr := verbs.SendWR{ID: 1, Op: op, Flags: verbs.Signaled, SGL: []mr.SGE{transporttest.SGE(la, 0, size)},
 		RemoteAddr: rb.Addr(), RKey: rb.RKey()}
