@@ -180,3 +180,25 @@ func TestRecvInjectedErrors(t *testing.T) {
 		}
 	})
 }
+
+// A damaged packet's payload still takes an eager buffer: releasing it
+// gives the buffer back, so a long run of damaged packets never leaves
+// the chip without eager space (nothing dropped as eager-full).
+func TestRecvDamagedReleasesEager(t *testing.T) {
+	chips(t, func(t *testing.T, chip abi.Chip) {
+		l := newLink(t, chip, func(c *model.Config) { c.EgrTIDs, c.RcvEgrSize, c.Credits = 8, 2*abi.PageSize, 100 })
+		r := l.b.Receiver()
+		l.wire.SetFault(func(*model.Unit, []byte) model.Fault { return model.FaultICRC })
+		for i := range 40 {
+			l.send(t, l.a, l.b, uint32(i), 5000) // over half a buffer: one each
+			p, ok := r.Poll()
+			if !ok || !errors.Is(p.Err, ErrRcvHeader) {
+				t.Fatalf("packet %d: %v, %v", i, ok, p)
+			}
+			r.Release()
+		}
+		if s, _ := l.ub.RcvStats(l.b.Info.Ctxt); s.EgrFull != 0 {
+			t.Fatalf("receive stats %+v: eager buffers not given back", s)
+		}
+	})
+}

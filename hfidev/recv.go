@@ -240,7 +240,9 @@ func (r *Receiver) Release() {
 		return
 	}
 	r.held = false
-	if f := &r.pkt.Fields; f.UseEgrBfr && r.pkt.Err == nil && int(f.EgrIndex) != r.egrHead {
+	// A damaged packet's payload took its eager buffer all the same; only
+	// an inconsistent entry's index cannot be trusted.
+	if f := &r.pkt.Fields; f.UseEgrBfr && r.pkt.Err != ErrBadEntry && int(f.EgrIndex) != r.egrHead {
 		// Everything before the buffer this packet is in is consumed.
 		r.egrHead = int(f.EgrIndex)
 		r.uregs.Store64(abi.URegRcvEgrIndexHead, uint64(r.egrHead))
