@@ -22,11 +22,15 @@
 // hfi1_user_sdma_process_request does, with its errno (EINVAL, EBADSLT,
 // ENOSPC, ECOMM, EFAULT, EIO; ERROR and the errno in the slot once it is
 // claimed), cuts them into packets with the driver's per-packet rewrite
-// and completes them, at once or, held, in any order.
+// and completes them, at once or, held, in any order. poll(2) on a
+// context's file (Poll, with a Waker for the eventfd beside it), POLL_TYPE
+// and RECV_CTRL as the driver does them, with the receive-available and
+// urgent interrupts that wake a sleeping poll (poll.go). Later additions
+// (EXPECTED SDMA and the TID ioctls, ACK_EVENT and the link events, 16B
+// packets) are described in docs/hfidev.md.
 //
 // Not modeled yet, and answered with ErrNotModeled rather than pretended:
-// EXPECTED (TID) SDMA and the TID ioctls, RECV_CTRL, POLL_TYPE, ACK_EVENT,
-// SET_PKEY, the NODROP capabilities, 16B packets, and context sharing.
+// SET_PKEY, the NODROP capabilities, and context sharing.
 // Modeled devices are named "model:hfi1_N" so that no path of theirs can be
 // taken for a real /dev node.
 package model

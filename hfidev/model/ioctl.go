@@ -52,8 +52,14 @@ func (u *Unit) Ioctl(fd int, cmd uint32, arg []byte) error {
 		return nil
 	case abi.IoctlTIDUpdate, abi.IoctlTIDFree, abi.IoctlTIDInvalRead:
 		return tidIoctl(f.ctxt.tids, cmd, arg)
-	case abi.IoctlRecvCtrl,
-		abi.IoctlPollType, abi.IoctlSetPKey:
+	case abi.IoctlRecvCtrl:
+		u.recvCtrl(f, int32(le.Uint32(arg)) != 0)
+		return nil
+	case abi.IoctlPollType:
+		// (typeof(uctxt->poll_type))uval: the int's low 16 bits, unchecked.
+		f.ctxt.pollType = uint16(le.Uint32(arg))
+		return nil
+	case abi.IoctlSetPKey:
 		return fmt.Errorf("%s: %w", abi.IoctlName(cmd), ErrNotModeled)
 	}
 	return unix.EINVAL

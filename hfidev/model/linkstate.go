@@ -140,9 +140,13 @@ func (u *Unit) ctxtReset(c *context) error {
 		return err
 	}
 	if c.frozen {
+		// hfi1_rcvctrl(CTXT_ENB): the queue restarts only if the
+		// context is still disabled (a RECV_CTRL may have enabled it).
 		c.frozen = false
-		c.rcv.restart()
-		u.rcvOff[c.idx].Store(false)
+		if u.rcvOff[c.idx].Load() {
+			c.rcv.restart()
+			u.rcvOff[c.idx].Store(false)
+		}
 	}
 	return nil
 }

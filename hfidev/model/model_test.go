@@ -76,7 +76,7 @@ func TestIoctlBeforeAssign(t *testing.T) {
 		t.Errorf("GET_VERS = %#x, %v", le.Uint32(v), err)
 	}
 	for _, cmd := range []uint32{abi.IoctlCtxtInfo, abi.IoctlUserInfo, abi.IoctlCreditUpd,
-		abi.IoctlTIDUpdate, abi.IoctlCtxtReset, abi.IoctlSetPKey} {
+		abi.IoctlTIDUpdate, abi.IoctlCtxtReset, abi.IoctlSetPKey, abi.IoctlRecvCtrl, abi.IoctlPollType} {
 		if err := u.Ioctl(fd, cmd, make([]byte, abi.IOCSize(cmd))); !errors.Is(err, unix.EINVAL) {
 			t.Errorf("%s before ASSIGN_CTXT: %v, want EINVAL", abi.IoctlName(cmd), err)
 		}
@@ -90,8 +90,8 @@ func TestIoctlBeforeAssign(t *testing.T) {
 	if err := u.Ioctl(fd, abi.IoctlCtxtInfo, make([]byte, abi.CtxtInfoSize-1)); !errors.Is(err, unix.EFAULT) {
 		t.Errorf("short buffer: %v", err)
 	}
-	if err := u.Ioctl(fd, abi.IoctlRecvCtrl, make([]byte, 4)); !errors.Is(err, ErrNotModeled) {
-		t.Errorf("RECV_CTRL: %v, want ErrNotModeled", err)
+	if err := u.Ioctl(fd, abi.IoctlSetPKey, make([]byte, 2)); !errors.Is(err, ErrNotModeled) {
+		t.Errorf("SET_PKEY: %v, want ErrNotModeled", err)
 	}
 	if err := u.Ioctl(99, abi.IoctlGetVers, v); !errors.Is(err, unix.EBADF) {
 		t.Errorf("bad fd: %v", err)

@@ -33,6 +33,12 @@ type RcvStats struct {
 	// Packets16B is the entries of 16B packets (JKR: RHF.L2Type 16B),
 	// also counted in Packets.
 	Packets16B uint64
+	// AvailInterrupts is receive-available interrupts raised: entries
+	// written while a poll had armed RcvCtxtCtrl.IntrAvail (poll.go).
+	AvailInterrupts uint64
+	// UrgentInterrupts is urgent interrupts raised: entries of packets
+	// with KDETH.Intr.
+	UrgentInterrupts uint64
 }
 
 // rcvCtxt is the chip's receive side of one context: it writes RcvHdrQ
@@ -58,6 +64,7 @@ type rcvCtxt struct {
 	egrOff  int   // bytes used in it
 	egrUsed bool  // whether it holds anything yet
 	stats   RcvStats
+	intr    intrState // poll.go
 }
 
 func newRcvCtxt(cfg *Config, c *context) *rcvCtxt {
@@ -163,6 +170,7 @@ func (r *rcvCtxt) deliver(pkt []byte, fm *rcvFormat, fault uint64) {
 	storeWord(r.uregs, abi.URegRcvHdrTail, tail)
 	storeWord(r.uregs, abi.URegRcvEgrIndexTail, uint64(r.egrTail))
 	storeWord(r.uregs, abi.URegRcvEgrOffsetTail, uint64(r.egrOff/abi.EgrOffsetUnit))
+	r.interrupts(h.KDETHIntr())
 }
 
 // placeEager copies payload and trailer zero bytes (the ICRC dword, or a

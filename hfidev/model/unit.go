@@ -54,6 +54,8 @@ type Unit struct {
 	// whether its link is down.
 	lid      atomic.Uint32
 	portDown atomic.Bool
+
+	polls pollCounters // poll.go
 }
 
 var _ sys.Sys = (*Unit)(nil)
@@ -87,6 +89,8 @@ type context struct {
 	// frozen: a freeze halted the send context and disabled the receive
 	// context; CTXT_RESET re-enables both (under Unit.mu).
 	frozen bool
+	// pollType is POLL_TYPE's value (under Unit.mu; poll.go).
+	pollType uint16
 }
 
 // NewUnit builds a modeled unit.

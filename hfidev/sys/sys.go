@@ -1,9 +1,12 @@
 // Package sys is the system-call seam under hfidev: open, ioctl, mmap,
 // writev and close on an hfi1 character device, and the mapped regions they
-// return. Unix implements it with real system calls on /dev/hfi1_N; the
-// software model (hfidev/model) implements it with plain memory and
-// doorbells, so the same set-up and data-path code runs on both.
+// return, and poll(2) on the device. Unix implements it with real system
+// calls on /dev/hfi1_N; the software model (hfidev/model) implements it
+// with plain memory and doorbells, so the same set-up and data-path code
+// runs on both.
 package sys
+
+import "time"
 
 // Sys is the seam. Errors are syscall.Errno values (unix.EINVAL, …), bare,
 // so that callers wrap them and match them with errors.Is on the real
@@ -27,6 +30,27 @@ type Sys interface {
 	// Writev submits SDMA requests; it returns what writev(2) returns (for
 	// hfi1, the number of requests accepted).
 	Writev(fd int, iov [][]byte) (int, error)
+	// NewWaker returns a Waker for Poll: on the real seam an eventfd
+	// polled beside the device, as OPX's progress thread polls one beside
+	// the context's file and PSM's receive thread a pipe.
+	NewWaker() (Waker, error)
+	// Poll waits for fd to become readable (poll(2) with POLLIN asked
+	// for), for w to be woken (w may be nil), or for timeout to pass
+	// (negative: no limit; 0: look once). It returns fd's revents as
+	// poll(2) reports them (POLLIN; POLLERR, POLLHUP or POLLNVAL without
+	// being asked; 0 when none) and whether w was woken, which the call
+	// consumes; w must come from this Sys's NewWaker (EINVAL otherwise).
+	// Interrupted calls (EINTR) are retried with the time left.
+	Poll(fd int, w Waker, timeout time.Duration) (revents int16, woken bool, err error)
+}
+
+// Waker ends a Poll in progress, or the next one, from any goroutine.
+// Wakes before a Poll collapse into one.
+type Waker interface {
+	Wake()
+	// Close releases the waker (the eventfd); Poll must not be given it
+	// afterwards.
+	Close() error
 }
 
 // Region is a mapped device region. Word accessors are 64-bit atomic loads

@@ -4,6 +4,7 @@ package sys
 
 import (
 	"runtime"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -107,4 +108,78 @@ func (Unix) Writev(fd int, iov [][]byte) (int, error) {
 		return int(n), e
 	}
 	return int(n), nil
+}
+
+// eventWaker is the real Waker: a non-blocking eventfd.
+type eventWaker struct {
+	fd    int
+	one   [8]byte
+	drain [8]byte
+}
+
+// NewWaker implements Sys with eventfd(2).
+func (Unix) NewWaker() (Waker, error) {
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return nil, err
+	}
+	w := &eventWaker{fd: fd}
+	w.one[0] = 1 // an eventfd counter is host-endian: little-endian here
+	return w, nil
+}
+
+// Wake adds 1 to the eventfd's counter; it cannot block (EFD_NONBLOCK)
+// and fails only if the counter is about to overflow, when a Poll is
+// woken anyway.
+func (w *eventWaker) Wake() { _, _ = unix.Write(w.fd, w.one[:]) }
+
+// Close implements Waker.
+func (w *eventWaker) Close() error { return unix.Close(w.fd) }
+
+// Poll implements Sys with ppoll(2) on fd and, when w is given, its
+// eventfd, retrying on EINTR (the Go runtime's preemption signals) with
+// the time left. A woken eventfd is read back to zero. Poll does not
+// allocate.
+func (Unix) Poll(fd int, w Waker, timeout time.Duration) (int16, bool, error) {
+	fds := [2]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n := 1
+	var ew *eventWaker
+	if w != nil {
+		var ok bool
+		if ew, ok = w.(*eventWaker); !ok {
+			return 0, false, unix.EINVAL
+		}
+		fds[1] = unix.PollFd{Fd: int32(ew.fd), Events: unix.POLLIN}
+		n = 2
+	}
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout)
+	}
+	for {
+		var ts *unix.Timespec
+		var t unix.Timespec
+		if timeout >= 0 {
+			left := time.Duration(0)
+			if timeout > 0 {
+				left = max(time.Until(deadline), 0)
+			}
+			t = unix.NsecToTimespec(int64(left))
+			ts = &t
+		}
+		fds[0].Revents, fds[1].Revents = 0, 0
+		_, err := unix.Ppoll(fds[:n], ts, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, false, err
+		}
+		woken := false
+		if ew != nil && fds[1].Revents&unix.POLLIN != 0 {
+			_, _ = unix.Read(ew.fd, ew.drain[:])
+			woken = true
+		}
+		return fds[0].Revents, woken, nil
+	}
 }
