@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -60,6 +61,14 @@ type Context struct {
 	tids   []abi.TIDEntry        // the TID ioctls' tidlist; see tidScratch
 	tidArg [abi.TIDInfoSize]byte // the TID ioctls' argument; see tidIoctl
 	ackArg [8]byte               // ACK_EVENT's argument
+	intArg [4]byte               // RECV_CTRL's and POLL_TYPE's argument
+
+	// Waiting on the chip's interrupt (wait.go). wakeMu keeps Wake, from
+	// any goroutine, off a waker Close has closed.
+	wakeMu   sync.Mutex
+	waker    sys.Waker
+	pollType int32 // what POLL_TYPE was last given: the driver starts at ANYRCV
+	rcvOff   bool  // SetRecvEnabled(false) disabled the receive context
 }
 
 // OpenContext opens the device at path through s and sets up a context as
@@ -151,6 +160,11 @@ func (c *Context) setup(opt Options) error {
 	c.pio = newPIO(c)
 	c.rcv = newReceiver(c)
 	c.sdma = newSDMA(c)
+	w, err := c.sys.NewWaker()
+	if err != nil {
+		return fmt.Errorf("hfidev: %s waker: %w", c.path, err)
+	}
+	c.waker = w
 	return nil
 }
 
@@ -243,6 +257,7 @@ func (c *Context) Reset() error {
 			return err
 		}
 		c.rcv.restart()
+		c.rcvOff = false // CTXT_RESET enables the receive context after a freeze
 	}
 	if err := c.ioctl(abi.IoctlCtxtReset, nil); err != nil {
 		return err
@@ -272,6 +287,14 @@ func (c *Context) Close() error {
 		}
 		*m = Mapping{}
 	}
+	c.wakeMu.Lock()
+	if c.waker != nil {
+		if err := c.waker.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("hfidev: close waker: %w", err))
+		}
+		c.waker = nil
+	}
+	c.wakeMu.Unlock()
 	if c.fd >= 0 {
 		if err := c.sys.Close(c.fd); err != nil {
 			errs = append(errs, fmt.Errorf("hfidev: close %s: %w", c.path, err))

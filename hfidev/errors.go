@@ -14,4 +14,10 @@ var (
 	// ErrBadToken: USER_INFO returned a token that does not describe this
 	// context's region.
 	ErrBadToken = errors.New("hfidev: inconsistent mmap token")
+	// ErrPoll: poll(2) on the context's file reported an error (POLLERR:
+	// the driver's answer to a poll type other than ANYRCV and URGENT;
+	// POLLNVAL, POLLHUP).
+	ErrPoll = errors.New("hfidev: poll on the context failed")
+	// ErrFrozen: the context is frozen (abi.EventFrozen); Reset first.
+	ErrFrozen = errors.New("hfidev: context frozen")
 )
