@@ -117,6 +117,9 @@ type Config struct {
 	// padded to quadwords) instead of 9B: JKR only, New refuses it on WFR.
 	// The link receives both formats either way.
 	Header16B bool
+	// PollSleep makes an idle Sleep poll the RcvHdrQ instead of blocking
+	// on the chip's receive interrupt (sleep.go).
+	PollSleep bool
 }
 
 // Errors of New.
@@ -160,6 +163,10 @@ type Stats struct {
 	// included, which TID_INVAL_READ clears; the others are acknowledged
 	// with ACK_EVENT).
 	EventBits uint64
+
+	// An idle Sleep's work (sleep.go): how often it woke to look.
+	SleepWaits uint64 // blocking waits on the chip's interrupt (Context.Wait)
+	SleepPolls uint64 // looks at the RcvHdrQ while polling (Config.PollSleep, or after a failed Wait)
 }
 
 type counters struct {
@@ -168,6 +175,7 @@ type counters struct {
 	expects, expectFailed, expectSkipped, sinksExpired, sinksInvalidated, grantsSent, grantsRcvd, txExpected atomic.Uint64
 	rxPlaced, rxUnplaced, rxBadPlaced                                                                        atomic.Uint64
 	freezes, linkDowns, eventBits                                                                            atomic.Uint64
+	sleepWaits, sleepPolls                                                                                   atomic.Uint64
 }
 
 // peer is a table entry with its prebuilt receive path (headers of frames
@@ -218,9 +226,12 @@ type Link struct {
 	st      counters
 	lastErr atomic.Pointer[error]
 
-	// Sleep's (sleep.go).
-	timer *time.Timer
-	wake  chan struct{}
+	// Sleep's (sleep.go). waiting is set while Sleep may block in
+	// Context.Wait; pollSleep once Sleep polls instead.
+	timer     *time.Timer
+	wake      chan struct{}
+	waiting   atomic.Bool
+	pollSleep bool
 }
 
 var (
@@ -250,6 +261,7 @@ func New(c *hfidev.Context, cfg Config) (*Link, error) {
 	}
 	l.exp.min = cfg.ExpectedMin
 	l.h16 = cfg.Header16B
+	l.pollSleep = cfg.PollSleep
 	if err := l.check(cfg); err != nil {
 		return nil, err
 	}
@@ -341,7 +353,8 @@ func (l *Link) Close() error { return l.ctx.Close() }
 
 // LastTxError is the last packet PIO or SDMA refused (counted in
 // TxErrors), or the last failed reset or acknowledgement of a driver
-// event (not counted), nil if none.
+// event, or the failed wait that made Sleep poll (not counted), nil if
+// none.
 func (l *Link) LastTxError() error {
 	if e := l.lastErr.Load(); e != nil {
 		return *e
@@ -361,6 +374,7 @@ func (l *Link) Stats() Stats {
 		GrantsSent: s.grantsSent.Load(), GrantsRcvd: s.grantsRcvd.Load(), TxExpected: s.txExpected.Load(),
 		RxPlaced: s.rxPlaced.Load(), RxUnplaced: s.rxUnplaced.Load(), RxBadPlaced: s.rxBadPlaced.Load(),
 		Freezes: s.freezes.Load(), LinkDowns: s.linkDowns.Load(), EventBits: s.eventBits.Load(),
+		SleepWaits: s.sleepWaits.Load(), SleepPolls: s.sleepPolls.Load(),
 	}
 }
 

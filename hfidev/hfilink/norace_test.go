@@ -1,0 +1,5 @@
+//go:build !race
+
+package hfilink_test
+
+const raceEnabled = false
