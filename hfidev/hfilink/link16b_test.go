@@ -2,7 +2,6 @@ package hfilink_test
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"net/netip"
 	"testing"
@@ -150,24 +149,6 @@ func TestMixedFormats(t *testing.T) {
 	for _, op := range []verbs.Opcode{verbs.OpSend, verbs.OpWrite, verbs.OpRead} {
 		st := transporttest.NewStream(t, p, transporttest.RCOptions{}, op, 10000, 4096, 16)
 		st.Run(t, 50)
-	}
-}
-
-// New refuses 16B on WFR, whose user contexts send and receive 9B only.
-func TestConfig16B(t *testing.T) {
-	u, err := model.NewUnit(model.DefaultConfig(abi.ChipWFR))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := hfidev.OpenContext(u, u.Path(), hfidev.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	cfg := hfilink.Config{Self: hfilink.Node{LID: 1, GID: gids4[0]},
-		Peers: []hfilink.Node{{LID: 2, GID: gids4[1], Ctxts: []uint16{3}}}, Header16B: true}
-	if _, err := hfilink.New(c, cfg); !errors.Is(err, hfilink.ErrConfig) {
-		t.Errorf("16B on WFR: %v", err)
 	}
 }
 

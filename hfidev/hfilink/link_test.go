@@ -304,6 +304,8 @@ func TestConfig(t *testing.T) {
 		{Self: self, Peers: []hfilink.Node{peer}, MTU: 100},                              // tiny MTU
 		{Self: self, Peers: []hfilink.Node{peer}, MTU: 40000},                            // beyond a PBC
 		{Self: self, Peers: []hfilink.Node{peer}, SDMAMin: -1, MTU: 12000},               // PIO only, beyond the credits
+		{Self: self, Peers: []hfilink.Node{peer}, ExpectedMin: 4096},                     // TID for buffers under 32 KiB
+		{Self: self, Peers: []hfilink.Node{peer}, Header16B: true},                       // 16B on WFR: its user contexts are 9B only
 	} {
 		if _, err := hfilink.New(c, cfg); !errors.Is(err, hfilink.ErrConfig) {
 			t.Errorf("%+v: %v", cfg, err)
