@@ -183,9 +183,7 @@ func (n *Node) Poll(now int64) (bool, error) {
 		for i := 0; i < k; i++ {
 			var placed []byte
 			if n.placer != nil {
-				if v, ok := n.placer.Placed(i); ok {
-					placed = v
-				}
+				placed, _ = n.placer.Placed(i)
 			}
 			n.deliver(n.rx[i][:n.sizes[i]], placed, now, true)
 		}
