@@ -321,6 +321,27 @@ func (q *QP) bth(f []byte, off int, op wire.Opcode, p psn.PSN, n int, ackReq, so
 	wire.BTH(f[off:]).Encode(&h)
 }
 
+// expect tells b's link, if it places payloads (link.Expecter), that the
+// packets from PSN ps carry buf in order, a path MTU each; e holds the
+// announcement.
+func (q *QP) expect(b *link.Batch, e *link.Expectation, ps psn.PSN, buf []byte) {
+	*e = link.Expectation{
+		Peer: q.path.Dst16(), PeerQPN: q.attr.DestQPN, QPN: q.qpn,
+		PSN: uint32(ps), Packets: npackets(uint32(len(buf)), q.mtu), MTU: q.mtu, Buf: buf,
+	}
+	b.Expect(e)
+}
+
+// singleBuffer is the memory of a one-entry scatter/gather list, where
+// local writes may go; false for any other list, or a bad entry.
+func (q *QP) singleBuffer(sgl []mr.SGE) ([]byte, bool) {
+	if len(sgl) != 1 {
+		return nil, false
+	}
+	buf, err := q.mrs.Local(sgl[0].LKey, sgl[0].Addr, sgl[0].Length, mr.LocalWrite)
+	return buf, err == nil
+}
+
 // send finishes a frame and commits it to the batch.
 func (q *QP) send(b *link.Batch, f []byte) {
 	q.path.Finish(f)

@@ -128,8 +128,8 @@ type requester struct {
 	// are reloaded from the attributes whenever an acknowledgement makes
 	// progress.
 	retries, rnrRetries uint8
-	// late counts the timeouts in a row that fired late (lateTimeout)
-	// and so spent no retry.
+	// late counts the timeouts in a row noticed late, which spent no
+	// retry (see retry).
 	late uint8
 	// timer is when the retransmit timer fires (0: not running); rnrUntil
 	// is the end of an RNR wait (0: none).
@@ -484,19 +484,11 @@ const (
 // the read request for w from PSN from (byte off of w) go, when that is
 // one buffer.
 func (r *requester) expectRead(q *QP, w *sendWQE, from psn.PSN, off uint32, b *link.Batch) {
-	if len(w.wr.SGL) != 1 || off >= w.length {
-		return
+	buf, ok := q.singleBuffer(w.wr.SGL)
+	if !ok || off >= uint32(len(buf)) {
+		return // elsewhere, or not to land at all: as without the link's help
 	}
-	sge := &w.wr.SGL[0]
-	buf, err := q.mrs.Local(sge.LKey, sge.Addr+uint64(off), w.length-off, mr.LocalWrite)
-	if err != nil {
-		return // the responses will fail to land, as without the link's help
-	}
-	r.exp = link.Expectation{
-		Peer: q.path.Dst16(), PeerQPN: q.attr.DestQPN, QPN: q.qpn,
-		PSN: uint32(from), Packets: uint32(w.last().Diff(from)) + 1, MTU: q.mtu, Buf: buf,
-	}
-	b.Expect(&r.exp)
+	q.expect(b, &r.exp, from, buf[off:])
 }
 
 // askAgain schedules a repeated request for what is missing from w's

@@ -69,9 +69,9 @@ type responder struct {
 	off  uint32
 	wbuf []byte
 	wlen uint32
-	// expectFrom is the PSN of the write in progress whose later packets
-	// the link may place (link.Expecter), told on the next transmit; exp
-	// the announcement.
+	// expectFrom is the first PSN of the write or send in progress, whose
+	// later packets the link may place (link.Expecter), told on the next
+	// transmit; exp the announcement.
 	expectFrom psn.PSN
 	expecting  bool
 	exp        link.Expectation
@@ -528,26 +528,15 @@ func (s *responder) expect(q *QP, b *link.Batch) {
 			rest = s.wbuf[s.off:s.wlen]
 		}
 	case inSend:
-		sgl := s.recv.SGL()
-		if len(sgl) != 1 || s.off >= sgl[0].Length {
-			return
+		if buf, ok := q.singleBuffer(s.recv.SGL()); ok && s.off < uint32(len(buf)) {
+			rest = buf[s.off:]
 		}
-		buf, err := q.mrs.Local(sgl[0].LKey, sgl[0].Addr, sgl[0].Length, mr.LocalWrite)
-		if err != nil {
-			return // the payload will fail to land, as without the link's help
-		}
-		rest = buf[s.off:]
 	}
 	if len(rest) == 0 {
 		return
 	}
 	k := s.off / uint32(q.mtu) // packets placed: s.off is whole packets until the last
-	s.exp = link.Expectation{
-		Peer: q.path.Dst16(), PeerQPN: q.attr.DestQPN, QPN: q.qpn,
-		PSN: uint32(s.expectFrom.Add(k)), Packets: npackets(uint32(len(rest)), q.mtu), MTU: q.mtu,
-		Buf: rest,
-	}
-	b.Expect(&s.exp)
+	q.expect(b, &s.exp, s.expectFrom.Add(k), rest)
 }
 
 // readPacket sends the next packet of a read response and reports whether
