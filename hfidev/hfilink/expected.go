@@ -40,7 +40,6 @@ package hfilink
 // freed arrives with TidErr and is dropped and retransmitted.
 
 import (
-	"errors"
 	"hash/crc32"
 	"slices"
 	"time"
@@ -474,25 +473,13 @@ func (l *Link) sendExpected(p *wire.Packet, to *peer, b int32) (outcome, bool) {
 		hdr := l.header(p, to, n, 0)
 		l.tr().SetSWData(4, ext)
 		pf := l.pbc(to)
-		pbc := pf.Encode(l.chip)
-		frag := (n + abi.PIOBlockSize - 1) &^ (abi.PIOBlockSize - 1)
 		l.one[0] = data
-		slot, err := l.sdma.SubmitExpected(pbc, hdr, frag, l.one[:], g.entries[idx:g.n], in)
-		if errors.Is(err, hfidev.ErrSDMARingFull) {
-			l.reap()
-			slot, err = l.sdma.SubmitExpected(pbc, hdr, frag, l.one[:], g.entries[idx:g.n], in)
-		}
+		o := l.submit(pf.Encode(l.chip), hdr, fragFor(n), l.one[:], g.entries[idx:g.n], in, b)
 		l.one[0] = nil
-		if err != nil {
+		if o != held {
 			g.next = k // not sent: the next try may be expected again
-			if errors.Is(err, hfidev.ErrSDMARingFull) {
-				return blocked, true
-			}
-			l.fail(err)
-			return dropped, true
+			return o, true
 		}
-		l.slotBuf[slot] = b
-		l.st.txSDMA.Add(1)
 		l.st.txExpected.Add(1)
 		return held, true
 	}

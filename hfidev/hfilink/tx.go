@@ -290,29 +290,50 @@ func (l *Link) sendPIO(pf *abi.PBCFields, hdr, data []byte) outcome {
 // whose header the driver sends as given; buffer b is held until the
 // completion.
 func (l *Link) sendSDMA(pbc abi.PBC, hdr, data []byte, b int32) outcome {
-	frag := max(abi.PIOBlockSize, (len(data)+abi.PIOBlockSize-1)&^(abi.PIOBlockSize-1))
 	iov := l.one[:0]
 	if len(data) > 0 {
 		l.one[0] = data
 		iov = l.one[:]
 	}
-	slot, err := l.sdma.Submit(pbc, hdr, frag, iov)
+	o := l.submit(pbc, hdr, fragFor(len(data)), iov, nil, 0, b)
+	l.one[0] = nil
+	return o
+}
+
+// fragFor is the SDMA fragment size of a one-packet request carrying n
+// bytes: n rounded up to whole 64-byte blocks, one block at least.
+func fragFor(n int) int {
+	return max(abi.PIOBlockSize, (n+abi.PIOBlockSize-1)&^(abi.PIOBlockSize-1))
+}
+
+// submit sends the packet in buffer b as one SDMA request: EXPECTED into
+// tids from byte off when tids is set, EAGER otherwise. A full ring is
+// reaped and tried once more: blocked if it stays full. Another error
+// drops the packet (counted); sent, the buffer is held until the
+// completion.
+func (l *Link) submit(pbc abi.PBC, hdr []byte, frag int, iov [][]byte, tids []abi.TIDEntry, off int, b int32) outcome {
+	slot, err := l.submitOnce(pbc, hdr, frag, iov, tids, off)
 	if errors.Is(err, hfidev.ErrSDMARingFull) {
 		l.reap()
-		slot, err = l.sdma.Submit(pbc, hdr, frag, iov)
-		if errors.Is(err, hfidev.ErrSDMARingFull) {
-			l.one[0] = nil
-			return blocked
-		}
+		slot, err = l.submitOnce(pbc, hdr, frag, iov, tids, off)
 	}
-	l.one[0] = nil
-	if err != nil {
+	switch {
+	case errors.Is(err, hfidev.ErrSDMARingFull):
+		return blocked
+	case err != nil:
 		l.fail(err)
 		return dropped
 	}
 	l.slotBuf[slot] = b
 	l.st.txSDMA.Add(1)
 	return held
+}
+
+func (l *Link) submitOnce(pbc abi.PBC, hdr []byte, frag int, iov [][]byte, tids []abi.TIDEntry, off int) (uint16, error) {
+	if tids != nil {
+		return l.sdma.SubmitExpected(pbc, hdr, frag, iov, tids, off)
+	}
+	return l.sdma.Submit(pbc, hdr, frag, iov)
 }
 
 func (l *Link) fail(err error) {
