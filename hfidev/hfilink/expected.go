@@ -349,7 +349,7 @@ func (l *Link) sendGrant(to *peer, peerQPN uint32, s *sink) bool {
 	data := x.grantBuf[:n]
 	t := abi.BTHKDETHFields{
 		Opcode: TunnelOpcode, PKey: 0xffff,
-		QP:   abi.KDETHQPPrefix<<16 | uint32(to.ctxts[int(peerQPN)%len(to.ctxts)]&0xff),
+		QP:   to.kdethQP(peerQPN),
 		KVer: abi.KDETHVersion, JKey: to.jkey,
 	}
 	t.SWData = [7]uint32{GrantMark, s.qpn, s.first, s.pkts, uint32(s.mtu), uint32(len(entries)), uint32(s.off0 - s.mp.starts[s.e0])}

@@ -414,6 +414,13 @@ func (l *Link) events(ev uint64) {
 	}
 }
 
+// kdethQP is the BTH.QP of a packet to this peer for its queue pair qpn:
+// the KDETH prefix and the receive context that serves qpn,
+// Ctxts[qpn % n].
+func (p *peer) kdethQP(qpn uint32) uint32 {
+	return abi.KDETHQPPrefix<<16 | uint32(p.ctxts[int(qpn)%len(p.ctxts)]&0xff)
+}
+
 func (l *Link) findAddr(a []byte) *peer {
 	for i := range l.peers {
 		p := &l.peers[i]

@@ -186,7 +186,7 @@ func (l *Link) header(p *wire.Packet, to *peer, n, pad int) []byte {
 	t := abi.BTHKDETHFields{
 		Opcode: TunnelOpcode, SE: bth.Solicited(), MigReq: bth.MigReq(), PadCnt: uint8(bth.PadCount()), TVer: bth.TVer(),
 		PKey: bth.PKey(), FECN: bth.FECN(), BECN: bth.BECN(),
-		QP:     abi.KDETHQPPrefix<<16 | uint32(to.ctxts[int(qpn)%len(to.ctxts)]&0xff),
+		QP:     to.kdethQP(qpn),
 		AckReq: bth.AckReq(),
 		// The IB PSN and the 7 reserved bits above it, as sent.
 		PSN:  be.Uint32(bth[8:]) & 0x7fffffff,
