@@ -101,8 +101,8 @@ func NewPair(cfg memlink.Config) *Pair {
 	cfg.Now = func() time.Duration { return time.Duration(p.Now) }
 	cfg.Backpressure = true
 	la, lb := memlink.NewPair(cfg)
-	p.A = newHost(la, la, 1)
-	p.B = newHost(lb, lb, 2)
+	p.A = newFilteredHost(la, la, 1)
+	p.B = newFilteredHost(lb, lb, 2)
 	return p
 }
 
@@ -116,11 +116,8 @@ func NewPair(cfg memlink.Config) *Pair {
 // placing payloads) reaches them.
 func NewLinkPair(a, b link.Link) *Pair {
 	p := &Pair{Quantum: 1000}
-	p.A = newHost(a, nil, 1)
-	p.B = newHost(b, nil, 2)
-	for _, h := range []*Host{p.A, p.B} {
-		h.Node, h.Filter = engine.New(h.Filter.Link), nil
-	}
+	p.A, p.B = newHost(nil, 1), newHost(nil, 2)
+	p.A.Node, p.B.Node = engine.New(a), engine.New(b)
 	return p
 }
 
@@ -141,12 +138,10 @@ func NewGroupPair(cfg memlink.Config, queues int) *Pair {
 		la, lb = append(la, x), append(lb, y)
 		a, b = append(a, x), append(b, y)
 	}
-	p.A = newHost(la[0], la[0], 1)
-	p.B = newHost(lb[0], lb[0], 2)
+	p.A, p.B = newHost(la[0], 1), newHost(lb[0], 2)
 	p.A.Group, p.A.Links = engine.NewGroup(a, 0), la
 	p.B.Group, p.B.Links = engine.NewGroup(b, 0), lb
 	p.A.Node, p.B.Node = p.A.Group.Node(0), p.B.Group.Node(0)
-	p.A.Filter, p.B.Filter = nil, nil
 	return p
 }
 
@@ -188,12 +183,18 @@ func (h *Host) attach(node int, q *rc.QP) error {
 
 // newHost makes a host on l; ml is l when it is a memlink endpoint (whose
 // frames in flight Step counts), else nil.
-func newHost(l link.Link, ml *memlink.Endpoint, id byte) *Host {
-	f := &Filter{Link: l}
+// newFilteredHost is a host whose node sends on l through a Filter.
+func newFilteredHost(l link.Link, ml *memlink.Endpoint, id byte) *Host {
+	h := newHost(ml, id)
+	h.Filter = &Filter{Link: l}
+	h.Node = engine.New(h.Filter)
+	return h
+}
+
+// newHost is a host with its memory and queues, and no node yet.
+func newHost(ml *memlink.Endpoint, id byte) *Host {
 	return &Host{
-		Node:    engine.New(f),
 		Link:    ml,
-		Filter:  f,
 		MRs:     mr.NewTable(1024),
 		SendCQ:  verbs.NewCQ(4096),
 		RecvCQ:  verbs.NewCQ(4096),
