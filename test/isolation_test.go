@@ -196,8 +196,8 @@ func TestDaemonUsers(t *testing.T) {
 }
 
 // TestDaemonDetachesCorruptRings: an application that scribbles on its
-// shared rings (here: its from-app producer index pushed far ahead, as a
-// buggy or hostile process could) is detached by its daemon: its device
+// shared rings (here: a from-app sequence word a round ahead, as a buggy
+// or hostile process could write) is detached by its daemon: its device
 // fails with device.ErrGone, its QPNs are released, and another
 // application on the same daemon carries on.
 func TestDaemonDetachesCorruptRings(t *testing.T) {
@@ -214,20 +214,29 @@ func TestDaemonDetachesCorruptRings(t *testing.T) {
 	}
 	// The bad application's region is the memfd named for A's first
 	// application that this process received first: map it again and
-	// write its from-app producer index (offset 256) far past its
-	// consumer.
+	// write, into the from-app slot the daemon reads next, a sequence word
+	// a round ahead of any frame (the layout is shmlink's: slot count at
+	// 12, slot size at 16, file size at 24, the from-app consumer index at
+	// 320, slots of slot size + 64 bytes from 4096, to-app then from-app).
 	region := findMemfd(t, "softfabric-eth0-app1-q0")
-	mem, err := syscall.Mmap(region, 0, 4096, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	var hdr [32]byte
+	if _, err := syscall.Pread(region, hdr[:], 0); err != nil {
+		t.Fatal(err)
+	}
+	mem, err := syscall.Mmap(region, 0, int(binary.LittleEndian.Uint64(hdr[24:])), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer syscall.Munmap(mem)
-	binary.LittleEndian.PutUint32(mem[256:], binary.LittleEndian.Uint32(mem[256:])+1<<20)
+	slots, stride := binary.LittleEndian.Uint32(hdr[12:]), binary.LittleEndian.Uint32(hdr[16:])+64
+	next := binary.LittleEndian.Uint32(mem[320:])
+	seq := 4096 + int(slots+next&(slots-1))*int(stride)
+	binary.LittleEndian.PutUint32(mem[seq:], next+1+slots)
 	deadline := time.Now().Add(2 * time.Second)
 	for daemonApps(t, p.A) != 1 {
 		if time.Now().After(deadline) {
 			out, _ := p.A.Exec(sfBin, "status", p.A.Iface)
-			t.Fatalf("the application with corrupt rings is still attached after 2 s (producer index now %d):\n%s", binary.LittleEndian.Uint32(mem[256:]), out)
+			t.Fatalf("the application with corrupt rings is still attached after 2 s (slot %d's sequence word now %d):\n%s", next&(slots-1), binary.LittleEndian.Uint32(mem[seq:]), out)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -109,6 +109,7 @@ func startDaemon(iface, runDir string, o daemonOpts) (int, error) {
 	cmd := exec.Command(self, args...)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.Env = daemonEnv(os.Environ())
 	if err := cmd.Start(); err != nil {
 		return 0, fmt.Errorf("starting the daemon: %w", err)
 	}
@@ -133,6 +134,27 @@ func startDaemon(iface, runDir string, o daemonOpts) (int, error) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// daemonEnv is the environment of a daemon that `up` starts: its own
+// CPU profile is SOFTFABRIC_DAEMON_CPUPROFILE's file, not the one `up`
+// itself writes (SOFTFABRIC_CPUPROFILE).
+func daemonEnv(env []string) []string {
+	out := env[:0:0]
+	prof := ""
+	for _, kv := range env {
+		switch {
+		case strings.HasPrefix(kv, "SOFTFABRIC_CPUPROFILE="):
+		case strings.HasPrefix(kv, "SOFTFABRIC_DAEMON_CPUPROFILE="):
+			prof = strings.TrimPrefix(kv, "SOFTFABRIC_DAEMON_CPUPROFILE=")
+		default:
+			out = append(out, kv)
+		}
+	}
+	if prof != "" {
+		out = append(out, "SOFTFABRIC_CPUPROFILE="+prof)
+	}
+	return out
 }
 
 // daemonPID is the pid of the daemon recorded in runDir, and whether it

@@ -92,9 +92,14 @@ func BenchmarkDaemon(b *testing.B) {
 	cpu := map[string]map[string][]float64{} // client (and its daemon) CPU ns per KiB
 	for r := 0; r < repeat; r++ {
 		for _, m := range modes {
-			for _, h := range []*netnstest.Host{p.A, p.B} {
+			profileTag = fmt.Sprintf("%s-r%d-", m.name, r)
+			for i, h := range []*netnstest.Host{p.A, p.B} {
 				_, _ = h.Command(sfBin, "down", h.Iface).CombinedOutput()
-				if out, err := h.Command(sfBin, append([]string{"up", h.Iface}, m.flags...)...).CombinedOutput(); err != nil {
+				up := h.Command(sfBin, append([]string{"up", h.Iface}, m.flags...)...)
+				if dir := os.Getenv("SOFTFABRIC_SCALE_PROFILE"); dir != "" {
+					up.Env = append(os.Environ(), fmt.Sprintf("SOFTFABRIC_DAEMON_CPUPROFILE=%s/daemon-r%d-%c.prof", dir, r, 'A'+i))
+				}
+				if out, err := up.CombinedOutput(); err != nil {
 					b.Fatalf("up %v: %v: %s", m.flags, err, out)
 				}
 			}

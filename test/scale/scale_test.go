@@ -16,7 +16,9 @@
 //	                             the server's to the next ones (--cpus)
 //	SOFTFABRIC_SCALE_OUT         also write the table to this file
 //	SOFTFABRIC_SCALE_PROFILE     a directory: each case's client writes a CPU
-//	                             profile there (CASE-qQ-client.prof)
+//	                             profile there (CASE-qQ-client.prof; BenchmarkDaemon:
+//	                             MODE-rR-CASE-q1-client.prof, and each daemon's
+//	                             daemon-rR-A.prof and daemon-rR-B.prof)
 package scale
 
 import (
@@ -185,6 +187,10 @@ func queueCounts(b *testing.B) []int {
 	return qs
 }
 
+// profileTag begins the name of the profiles runCase writes (BenchmarkDaemon
+// names the mode and the run there).
+var profileTag string
+
 // runCase runs one perf test between the namespaces and returns its rate.
 func runCase(p *netnstest.Pair, c scaleCase, q int, dur time.Duration) (measured, error) {
 	common := []string{"--json", "--timeout", "120s"}
@@ -216,7 +222,7 @@ func runCase(p *netnstest.Pair, c scaleCase, q int, dur time.Duration) (measured
 	args = append(append(append(args, common...), ccpus...), p.B.Addr.Addr().String())
 	cmd := p.A.Command(sfBin, args...)
 	if dir := os.Getenv("SOFTFABRIC_SCALE_PROFILE"); dir != "" {
-		cmd.Env = append(os.Environ(), fmt.Sprintf("SOFTFABRIC_CPUPROFILE=%s/%s-q%d-client.prof", dir, c.name, q))
+		cmd.Env = append(os.Environ(), fmt.Sprintf("SOFTFABRIC_CPUPROFILE=%s/%s%s-q%d-client.prof", dir, profileTag, c.name, q))
 	}
 	var cout, cerr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &cout, &cerr

@@ -35,41 +35,55 @@ type Stats struct {
 	TxFull                        uint64 // Send or TxBuf calls that found the ring full
 }
 
-// shared points at one ring's control words and arrays in the mapping.
+// shared points at one ring's control words and slots in the mapping.
 type shared struct {
-	prod  *atomic.Uint32
-	cons  *atomic.Uint32
-	sleep *atomic.Uint32 // the consumer's sleeping flag
-	lens  []uint32
-	data  []byte
-	mask  uint32
-	size  uint32 // slots
-	slot  uint32 // slot size
+	prod   *atomic.Uint32
+	cons   *atomic.Uint32
+	sleep  *atomic.Uint32 // the consumer's sleeping flag
+	data   []byte         // the slots
+	mask   uint32
+	size   uint32 // slots
+	slot   uint32 // slot size: the largest frame
+	stride uint32 // bytes from one slot to the next
 }
 
-// mapRing makes the typed views of ring r. It is the only unsafe code of
-// the package; the layout puts every word on an aligned 64-byte line, and
-// the slices stay within the mapping.
+// mapRing makes the typed views of ring r. With word, it is the only
+// unsafe code of the package; the layout puts every control word on an
+// aligned 64-byte line and every slot on a 64-byte boundary, and the
+// slices stay within the mapping.
 func mapRing(mem []byte, l layout, r int) shared {
-	word := func(off uint64) *atomic.Uint32 {
-		return (*atomic.Uint32)(unsafe.Pointer(&mem[off]))
-	}
-	ringBytes := uint64(l.slots) * uint64(l.slotSize)
+	ringBytes := uint64(l.slots) * l.stride
 	return shared{
-		prod:  word(l.ctl[r] + ctlProd),
-		cons:  word(l.ctl[r] + ctlCons),
-		sleep: word(l.ctl[r] + ctlSleep),
-		lens:  unsafe.Slice((*uint32)(unsafe.Pointer(&mem[l.lens[r]])), l.slots),
-		data:  mem[l.data[r] : l.data[r]+ringBytes : l.data[r]+ringBytes],
-		mask:  l.slots - 1,
-		size:  l.slots,
-		slot:  l.slotSize,
+		prod:   word(mem, l.ctl[r]+ctlProd),
+		cons:   word(mem, l.ctl[r]+ctlCons),
+		sleep:  word(mem, l.ctl[r]+ctlSleep),
+		data:   mem[l.data[r] : l.data[r]+ringBytes : l.data[r]+ringBytes],
+		mask:   l.slots - 1,
+		size:   l.slots,
+		slot:   l.slotSize,
+		stride: uint32(l.stride),
 	}
 }
 
-// buf returns slot i (already masked), full length.
+// word is the aligned uint32 at off in b, as an atomic.
+func word(b []byte, off uint64) *atomic.Uint32 {
+	_ = b[off+3]
+	return (*atomic.Uint32)(unsafe.Pointer(&b[off]))
+}
+
+// seq is the sequence word of slot i (already masked).
+func (s *shared) seq(i uint32) *atomic.Uint32 {
+	return word(s.data, uint64(i)*uint64(s.stride)+slotSeq)
+}
+
+// length is the frame-length word of slot i (already masked).
+func (s *shared) length(i uint32) *atomic.Uint32 {
+	return word(s.data, uint64(i)*uint64(s.stride)+slotLen)
+}
+
+// buf returns the frame area of slot i (already masked), full length.
 func (s *shared) buf(i uint32) []byte {
-	off := int(i) * int(s.slot)
+	off := int(i)*int(s.stride) + slotFrame
 	return s.data[off : off+int(s.slot) : off+int(s.slot)]
 }
 
@@ -91,7 +105,7 @@ type txSide struct {
 type rxSide struct {
 	shared
 	next  uint32 // private consumer: the next slot to read
-	prod  uint32 // the peer's producer index as last read and validated
+	ready uint32 // frames up to this index were found published
 	held  uint32 // frames lent by RecvZC
 	armed bool   // we set our sleeping flag and have not cleared it
 	drain [8]byte
@@ -130,7 +144,7 @@ func newEnd(r *Region, name string, mem []byte, l layout, txRing, rxRing int, wa
 	e.tx.cons = e.tx.shared.cons.Load()
 	e.rx.shared = mapRing(mem, l, rxRing)
 	e.rx.next = e.rx.shared.cons.Load()
-	e.rx.prod = e.rx.next
+	e.rx.ready = e.rx.next
 	e.rx.pfd[0] = unix.PollFd{Fd: int32(waitFD), Events: unix.POLLIN}
 	return e
 }
@@ -204,19 +218,24 @@ func (e *End) free(n uint32) uint32 {
 	return t.cons + t.size - t.next
 }
 
-// publish stores the producer index when frames were written since the
-// last publish, and rings the consumer's doorbell if it sleeps.
+// publish stores the sequence words of the frames written since the last
+// publish and the producer index, and rings the consumer's doorbell if it
+// sleeps.
 func (e *End) publish() {
 	t := &e.tx
 	if t.next == t.pub {
 		return
+	}
+	for i := t.pub; i != t.next; i++ {
+		t.seq(i & t.mask).Store(i + 1)
 	}
 	t.shared.prod.Store(t.next)
 	t.pub = t.next
 	t.sent.Add(t.frames)
 	t.sentBytes.Add(t.bytes)
 	t.frames, t.bytes = 0, 0
-	// After the store: the consumer sets its flag, then reads prod.
+	// After the stores: the consumer sets its flag, then reads the
+	// next sequence word.
 	if t.shared.sleep.Load() != 0 && t.shared.sleep.Swap(0) != 0 {
 		_, _ = unix.Write(t.peerFD, one[:])
 		t.wakeups.Add(1)
@@ -249,7 +268,7 @@ func (e *End) Send(frames [][]byte) (int, error) {
 		}
 		i := t.next & t.mask
 		copy(t.buf(i), f)
-		t.lens[i] = uint32(len(f))
+		t.length(i).Store(uint32(len(f)))
 		t.next++
 		t.frames++
 		t.bytes += uint64(len(f))
@@ -296,7 +315,7 @@ func (e *End) TxSubmit(n int) {
 	if n <= 0 || n > int(t.slot) || e.failed.Load() != nil {
 		return
 	}
-	t.lens[t.next&t.mask] = uint32(n)
+	t.length(t.next & t.mask).Store(uint32(n))
 	t.next++
 	t.frames++
 	t.bytes += uint64(n)
@@ -333,30 +352,36 @@ func (e *End) Flush() error {
 }
 
 // avail returns how many unread frames are ready, at most n, counting from
-// the private consumer index. It reads the peer's producer index only
-// when the cache holds fewer than n, and checks it: it may only move
-// forward, at most a ring ahead of the consumer. A bad index fails the
-// End and yields nothing.
+// the private consumer index. Past the frames it found ready before, it
+// reads the sequence words of the next slots, one by one, until n are
+// ready or a slot holds no frame yet, and checks each: a slot's word is
+// its index plus one once its frame is published, and before that what
+// the previous round left (or zero, in the first round). Anything else
+// fails the End and yields nothing.
 func (e *End) avail(n uint32) uint32 {
 	r := &e.rx
-	a := r.prod - r.next
-	if a < n {
-		p := r.shared.prod.Load()
-		d := p - r.next
-		if d > r.size || d < a {
-			e.corrupt("producer index %d, consumer at %d, was %d, %d slots", p, r.next, r.prod, r.size)
-			return 0
+	a := r.ready - r.next
+	for a < n && a < r.size {
+		i := r.next + a
+		s := r.seq(i & r.mask).Load()
+		if s != i+1 {
+			if s != i+1-r.size && (s != 0 || i >= r.size) {
+				e.corrupt("sequence word %d in slot %d, want %d or %d", s, i&r.mask, i+1, i+1-r.size)
+				return 0
+			}
+			break
 		}
-		r.prod, a = p, d
+		a++
 	}
+	r.ready = r.next + a
 	return min(a, n)
 }
 
-// length returns the length of the frame in slot i (masked), or false,
+// frameLen returns the length of the frame in slot i (masked), or false,
 // failing the End, when it is larger than a slot.
-func (e *End) length(i uint32) (uint32, bool) {
+func (e *End) frameLen(i uint32) (uint32, bool) {
 	r := &e.rx
-	n := atomic.LoadUint32(&r.lens[i]) // read once: the peer may rewrite it
+	n := r.length(i).Load() // read once: the peer may rewrite it
 	if n > r.slot {
 		e.corrupt("frame length %d in slot %d, slots of %d", n, i, r.slot)
 		return 0, false
@@ -399,7 +424,7 @@ func (e *End) Recv(bufs [][]byte, sizes []int) (int, error) {
 	var bytes uint64
 	for ; k < n; k++ {
 		i := (r.next + k) & r.mask
-		l, ok := e.length(i)
+		l, ok := e.frameLen(i)
 		if !ok {
 			return 0, e.err()
 		}
@@ -437,7 +462,7 @@ func (e *End) RecvZC(views [][]byte) int {
 	var bytes uint64
 	for k := uint32(0); k < n; k++ {
 		i := (r.next + k) & r.mask
-		l, ok := e.length(i)
+		l, ok := e.frameLen(i)
 		if !ok {
 			clear(views[:k])
 			return 0
@@ -471,7 +496,7 @@ func (e *End) ReleaseRx() {
 // not end this one. The timeout is returned unchanged.
 func (e *End) PrepareWait(timeout time.Duration) (bool, time.Duration) {
 	r := &e.rx
-	if e.failed.Load() != nil || r.prod-r.next > r.held {
+	if e.failed.Load() != nil || r.ready-r.next > r.held {
 		return true, timeout
 	}
 	if e.avail(r.held+1) > r.held || e.failed.Load() != nil {
@@ -480,7 +505,8 @@ func (e *End) PrepareWait(timeout time.Duration) (bool, time.Duration) {
 	_, _ = unix.Read(e.waitFD, r.drain[:])
 	r.shared.sleep.Store(1)
 	r.armed = true
-	// After the store: the producer stores prod, then reads the flag.
+	// After the store: the producer stores the sequence words, then reads
+	// the flag.
 	if e.avail(r.held+1) > r.held || e.failed.Load() != nil {
 		e.awake()
 		return true, timeout

@@ -59,10 +59,11 @@ func FuzzDaemonRecv(f *testing.F) {
 	const slots, size = 8, 256
 	// Each op is 6 bytes: what to scribble (kind<<4 | index<<1 | ring;
 	// kinds: 0 a control word (index 0 producer, 1 consumer, 2 sleeping
-	// flag), 1 a length, 2 a frame byte, 3 nothing), a value, then what the
-	// daemon does (see daemon below).
-	f.Add([]byte{0x01, 3, 0, 0, 0, 0})                        // from-app producer 3, Recv
-	f.Add([]byte{0x01, 9, 0, 0, 0, 0})                        // from-app producer 9: a ring too far
+	// flag), 1 a slot's length, 2 a frame byte, 3 a slot's sequence word),
+	// a value, then what the daemon does (see daemon below).
+	f.Add([]byte{0x01, 3, 0, 0, 0, 0})                        // from-app producer 3 (unused), Recv
+	f.Add([]byte{0x33, 3, 0, 0, 0, 0})                        // from-app slot 1 sequence 3: not yet
+	f.Add([]byte{0x35, 11, 0, 0, 0, 1})                       // from-app slot 2 sequence 11: a round ahead
 	f.Add([]byte{0x11, 1, 1, 0, 0, 1})                        // length 257 in from-app slot 0, RecvZC
 	f.Add([]byte{0x02, 200, 0, 0, 0, 3, 0x30, 0, 0, 0, 0, 4}) // to-app consumer 200, Send, TxBuf
 	f.Add([]byte{0x04, 1, 0, 0, 0, 3, 0x05, 1, 0, 0, 0, 5})   // sleeping flags, Send, PrepareWait
@@ -146,9 +147,11 @@ func FuzzDaemonRecv(f *testing.F) {
 			case 0:
 				r.word(ring, uint64(index%3)*cacheLine).Store(v)
 			case 1:
-				*r.lenAt(ring, uint32(index)) = v
+				r.lenAt(ring, uint32(index)%slots).Store(v)
+			case 3:
+				r.seqAt(ring, uint32(index)%slots).Store(v)
 			case 2:
-				off := r.l.data[ring] + uint64(v)%(uint64(slots)*size)
+				off := r.l.data[ring] + uint64(v)%(uint64(slots)*r.l.stride)
 				r.mem[off] = byte(v >> 24)
 			}
 			daemon(act)

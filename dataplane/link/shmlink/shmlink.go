@@ -16,18 +16,18 @@
 //
 //	0     header, one 64-byte line:
 //	        0  magic "SFSHMLK1"
-//	        8  version (1), uint32
+//	        8  version (2), uint32
 //	       12  slots per ring, uint32 (power of two, 1..MaxSlots)
-//	       16  slot size in bytes, uint32 (MinSlotSize..MaxSlotSize, multiple of 64)
+//	       16  slot size in bytes, uint32: the largest frame (MinSlotSize..MaxSlotSize, multiple of 64)
 //	       20  reserved, zero
 //	       24  total size of the file, uint64
 //	64    to-app ring control (the daemon produces, the application consumes):
 //	        +0 producer index, +64 consumer index, +128 consumer-sleeping flag,
 //	        each a uint32 alone on its 64-byte line
 //	256   from-app ring control (the application produces), laid out alike
-//	448   to-app lengths, [slots]uint32, padded to 64 bytes; then from-app lengths
-//	D     to-app frame slots, slots×slot size, D rounded up to 4096;
-//	      then from-app frame slots
+//	4096  to-app slots, slots × (slot size + 64) bytes; then from-app slots.
+//	      Each slot: +0 sequence word, uint32; +4 frame length, uint32;
+//	      +8 the frame, up to slot size bytes
 //
 // The file is the end of the slots rounded up to 4096 bytes, at most
 // MaxRegionSize.
@@ -35,31 +35,38 @@
 // # Ring protocol
 //
 // Indices are free-running uint32 counters, masked with slots-1. The
-// producer writes a frame into slot[prod&mask] and its length into
-// lens[prod&mask], then publishes a batch with one atomic store of the
-// producer index; the consumer reads the producer index atomically, reads
-// the frames and publishes its consumer index. Each side keeps a private
-// copy of the other's index and reloads it only when the ring looks full
-// (producer) or short of frames (consumer). Go's sync/atomic operations are
-// sequentially consistent, at least as strong as acquire/release.
+// producer writes frame i into its slot, then its length, then (when it
+// publishes the batch) the slot's sequence word: i+1, with an atomic store;
+// after the batch's last word it stores the producer index too. The
+// consumer polls the sequence word of the next slot, not the producer
+// index: it shares a cache line with the frame's first bytes and its
+// length, so a frame reaches the consumer's core in one transfer of that
+// line (and the frame's other lines) rather than three in a row (index,
+// length, frame). On a 16-core Xeon that is 265 ns instead of 345 ns per
+// one-way hop of a 138-byte frame (BenchmarkPingPong). The consumer
+// publishes its consumer index after reading; the producer reads it only
+// when the ring looks full. Go's sync/atomic operations are sequentially
+// consistent, at least as strong as acquire/release.
 //
 // A consumer about to sleep (PrepareWait, Wait) drains its eventfd, sets
-// its sleeping flag, then reads the producer index again; a producer stores
-// its index, then reads the flag and, when it is set, clears it and writes
-// the consumer's eventfd. Both orders are store-then-load with sequentially
-// consistent atomics, so either the consumer sees the new frames or the
-// producer sees the flag: a wakeup is never lost, and it is rung once per
-// sleep, not once per frame.
+// its sleeping flag, then reads the next slot's sequence word again; a
+// producer stores its sequence words and index, then reads the flag and,
+// when it is set, clears it and writes the consumer's eventfd. Both orders
+// are store-then-load with sequentially consistent atomics, so either the
+// consumer sees the new frames or the producer sees the flag: a wakeup is
+// never lost, and it is rung once per sleep, not once per frame.
 //
 // # Trust
 //
 // The daemon does not trust the application. It keeps its own indices in
-// private memory and only stores them to the region, never reads them back,
-// and it checks every value the application can write before using it: a
-// from-app producer index more than slots ahead of the daemon's consumer
-// index (or moving backwards), a frame length over the slot size, or a
-// to-app consumer index behind its last value or ahead of what the daemon
-// published. Any of these is counted as a bad descriptor and fails the End
+// private memory and only stores them to the region, never reads them back
+// (nor the from-app producer index, which it has no use for), and it
+// checks every value the application can write before using it: the
+// sequence word of the from-app slot it reads next, which can only be
+// that slot's index plus one (a frame) or what it held a round before (no
+// frame yet: the previous round's word, or zero in the first round), a
+// frame length over the slot size, or a to-app consumer index behind its
+// last value or ahead of what the daemon published. Any of these is counted as a bad descriptor and fails the End
 // with an error wrapping ErrBadRegion; the daemon should then drop the
 // application. The region is sealed against shrinking and growing, so the
 // application cannot make the daemon's mapping fault. The application's
@@ -105,7 +112,7 @@ import (
 // Magic and Version identify a region; Map refuses anything else.
 const (
 	Magic   = "SFSHMLK1"
-	Version = 1
+	Version = 2
 )
 
 // Sizes and limits.
@@ -135,7 +142,11 @@ const (
 	ctlProd  = 0
 	ctlCons  = cacheLine
 	ctlSleep = 2 * cacheLine
-	lensBase = headerSize + 2*ctlSize // 448
+
+	slotSeq    = 0         // a slot's sequence word
+	slotLen    = 4         // its frame's length
+	slotFrame  = 8         // its frame
+	slotHeader = cacheLine // what a slot holds besides the frame, rounded up
 
 	ringToApp   = 0 // the daemon produces, the application consumes
 	ringFromApp = 1 // the application produces, the daemon consumes
@@ -161,8 +172,8 @@ type Config struct {
 type layout struct {
 	slots, slotSize uint32
 	ctl             [2]uint64 // ring control blocks
-	lens            [2]uint64 // length arrays
-	data            [2]uint64 // frame slots
+	data            [2]uint64 // slots
+	stride          uint64    // bytes from one slot to the next
 	end             uint64    // end of the last slot
 	size            uint64    // the file's size: end rounded up
 }
@@ -183,13 +194,11 @@ func checkSizes(slots, slotSize uint64) string {
 // layoutFor computes the layout of sizes that passed checkSizes; the
 // limits keep every sum far from overflowing.
 func layoutFor(slots, slotSize uint32) layout {
-	l := layout{slots: slots, slotSize: slotSize}
-	lensLen := alignUp(4*uint64(slots), cacheLine)
-	ring := uint64(slots) * uint64(slotSize)
-	dataBase := alignUp(lensBase+2*lensLen, pageAlign)
+	l := layout{slots: slots, slotSize: slotSize, stride: uint64(slotSize) + slotHeader}
+	ring := uint64(slots) * l.stride
+	dataBase := alignUp(headerSize+2*ctlSize, pageAlign)
 	for r := range 2 {
 		l.ctl[r] = headerSize + uint64(r)*ctlSize
-		l.lens[r] = lensBase + uint64(r)*lensLen
 		l.data[r] = dataBase + uint64(r)*ring
 	}
 	l.end = dataBase + 2*ring
