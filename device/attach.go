@@ -170,6 +170,12 @@ type client struct {
 	// the device (Device.Gone).
 	lost    chan struct{}
 	closing atomic.Bool
+
+	// memMu guards the memory shared with the daemon (AllocMemory): the
+	// last region ID, and the regions the rings' ends know of.
+	memMu   sync.Mutex
+	memLast uint32
+	mem     []shmlink.MemRegion
 }
 
 type reply struct {
@@ -208,7 +214,9 @@ func (cl *client) fail(err error) {
 	})
 }
 
-func (cl *client) call(req daemonapi.Request) error {
+// call sends req, with descriptors fds (the caller keeps its own), and
+// waits for the daemon's answer.
+func (cl *client) call(req daemonapi.Request, fds ...int) error {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	select {
@@ -216,7 +224,7 @@ func (cl *client) call(req daemonapi.Request) error {
 		return cl.err
 	default:
 	}
-	if err := daemonapi.Write(cl.c, req, nil); err != nil {
+	if err := daemonapi.Write(cl.c, req, fds); err != nil {
 		cl.fail(ErrGone)
 		return ErrGone
 	}

@@ -30,7 +30,7 @@ func DeviceInfo(ctx context.Context, dev *device.Device, hints *Hints) ([]Info, 
 	if hints != nil {
 		h = *hints
 	}
-	d := devInfo{provider: ProviderSoftfabric, name: dev.Name(), mtu: dev.MTU(), queues: dev.Workers()}
+	d := devInfo{provider: ProviderSoftfabric, name: dev.Name(), mtu: dev.MTU(), queues: dev.Workers(), attached: dev.Attached()}
 	if h.Node != "" {
 		a, err := netip.ParseAddr(h.Node)
 		if err != nil {

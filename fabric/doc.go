@@ -68,7 +68,11 @@
 // []byte with Domain.RegisterMemory (zero-copy: the transport reads and
 // writes the slice itself) and pass the region's Desc with each buffer.
 // Remote addresses are virtual addresses (MR.Addr() + offset) under the
-// region's Key.
+// region's Key. Domain.AllocMemory allocates page-aligned memory outside
+// the Go heap and registers it; on a device attached to the softfabric
+// daemon (MRShared in the domain's MR mode) that memory is shared with
+// the daemon, which can place received payloads straight into it: one
+// copy fewer than other registered memory.
 //
 // # Completions
 //

@@ -95,6 +95,12 @@ func (f *Fabric) Domain(info *Info) (*Domain, error) {
 		d.info.Domain.Progress = ProgressAuto
 	}
 	d.info.Domain.Queues = dev.Workers()
+	// MRShared as the device opened is, whatever GetInfo saw (a daemon
+	// may have started or stopped since).
+	d.info.Domain.MRMode &^= MRShared
+	if dev.Attached() {
+		d.info.Domain.MRMode |= MRShared
+	}
 	dev.SetOverruns(d.overruns.Load)
 	for i := 0; i < dev.Workers(); i++ {
 		w := &worker{d: d, id: i}

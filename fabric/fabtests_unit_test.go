@@ -623,6 +623,9 @@ func TestUnitMR(t *testing.T) {
 		t.Fatalf("allocated %d bytes at %#x", len(am.Bytes()), am.Addr())
 	}
 	pattern(am.Bytes(), 1)
+	if h.dom.Info().Domain.MRMode&fabric.MRShared != 0 {
+		t.Fatal("an in-process domain reports MRShared: it has no daemon to share memory with")
+	}
 	_, err = h.dom.AllocMemory(0, 0)
 	isErr(t, "allocating nothing", err, fabric.ErrInvalid)
 	isErr(t, "closing a domain with an MR", h.dom.Close(), fabric.ErrBusy)

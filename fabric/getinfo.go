@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/softfabric/softfabric/ctrl"
+	"github.com/softfabric/softfabric/device"
 	"github.com/softfabric/softfabric/hfidev/hfidevice"
 	"github.com/softfabric/softfabric/hfidev/hfilink"
 )
@@ -81,6 +82,9 @@ type devInfo struct {
 	addr     netip.Addr
 	mtu      int
 	queues   int
+	// attached: a daemon serves the device, and shares memory from
+	// AllocMemory (MRShared).
+	attached bool
 }
 
 func candidates(h *Hints) ([]devInfo, error) {
@@ -139,7 +143,7 @@ func candidates(h *Hints) ([]devInfo, error) {
 				mine = append(mine, p.Addr().Unmap())
 			}
 		}
-		d := devInfo{provider: ProviderSoftfabric, name: ifc.Name, mtu: ifc.MTU, queues: max(st.Queues, 1)}
+		d := devInfo{provider: ProviderSoftfabric, name: ifc.Name, mtu: ifc.MTU, queues: max(st.Queues, 1), attached: device.Served(ifc.Name)}
 		if st.QueueLimit > 0 {
 			d.queues = min(d.queues, st.QueueLimit)
 		}
@@ -199,6 +203,9 @@ func offer(d devInfo, t EPType, h *Hints) (Info, string) {
 		RX:      RxAttr{Caps: want, Order: orderAll, Size: DefaultSize, IOVLimit: MaxIOV},
 		Src:     d.addr,
 		Service: h.Service,
+	}
+	if d.attached {
+		info.Domain.MRMode |= MRShared
 	}
 	switch t {
 	case EPDgram:

@@ -194,6 +194,12 @@ const (
 	MRProvKey
 	// MRAllocated: only memory from Domain.AllocMemory may be registered.
 	MRAllocated
+	// MRShared: memory from Domain.AllocMemory is shared with the
+	// device's daemon, which can place received payloads straight into it
+	// (one copy fewer); other registered memory works too, with a copy
+	// more. Reported by domains on a device attached to a daemon; never
+	// required (unlike MRAllocated).
+	MRShared
 )
 
 // DomainAttr describes a domain.

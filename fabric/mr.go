@@ -1,12 +1,13 @@
 package fabric
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"unsafe"
 
 	"github.com/softfabric/softfabric/dataplane/mr"
-	"golang.org/x/sys/unix"
+	"github.com/softfabric/softfabric/device"
 )
 
 // Access is what a memory region may be used for (libfabric's FI_SEND,
@@ -45,7 +46,7 @@ type MR struct {
 	d      *Domain
 	r      *mr.Region
 	buf    []byte
-	mapped bool
+	free   func() error // of memory from AllocMemory
 	closed atomic.Bool
 }
 
@@ -76,21 +77,26 @@ func (d *Domain) RegisterMemory(b []byte, acc Access) (*MR, error) {
 
 // AllocMemory allocates n bytes of page-aligned memory outside the Go heap
 // and registers them; Close frees them. Use it for buffers that live as
-// long as the domain, or that must not move.
+// long as the domain, or that must not move. On a device attached to the
+// softfabric daemon the memory is shared with the daemon (MRShared), which
+// can then place received payloads straight into it.
 func (d *Domain) AllocMemory(n int, acc Access) (*MR, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("allocating memory: %w: %d bytes", ErrInvalid, n)
 	}
-	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	b, free, err := d.dev.AllocMemory(n)
+	if errors.Is(err, device.ErrGone) {
+		return nil, fmt.Errorf("%w: %w", ErrDeviceGone, err)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("allocating %d bytes: %w", n, err)
+		return nil, err
 	}
 	m, err := d.RegisterMemory(b, acc)
 	if err != nil {
-		_ = unix.Munmap(b)
+		_ = free()
 		return nil, err
 	}
-	m.mapped = true
+	m.free = free
 	return m, nil
 }
 
@@ -114,8 +120,10 @@ func (m *MR) Close() error {
 		return nil
 	}
 	err := m.d.dev.MRs().Deregister(m.r)
-	if m.mapped {
-		_ = unix.Munmap(m.buf)
+	if m.free != nil {
+		if ferr := m.free(); err == nil {
+			err = ferr
+		}
 	}
 	m.d.refs.done()
 	return err

@@ -27,6 +27,9 @@ import (
 var sfBin string
 
 func TestMain(m *testing.M) {
+	if iface := os.Getenv(memAppEnv); iface != "" {
+		os.Exit(memApp(iface))
+	}
 	bin, cleanup, err := sfbin.Build("../cmd/softfabric")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

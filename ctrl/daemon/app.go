@@ -33,6 +33,12 @@ type app struct {
 	bad atomic.Bool   // its rings were found corrupt, and it is being detached
 
 	transport atomic.Pointer[daemonapi.Transport] // its last report
+
+	// mem is the memory the application shares with the daemon
+	// (daemonapi.OpAddMemory), by its region ID, as the daemon maps it:
+	// where the workers place the payloads of frames it announced
+	// (shmlink expectations). Copy on write; read by the workers.
+	mem atomic.Pointer[map[uint32][]byte]
 }
 
 type peerKey struct {
@@ -57,8 +63,12 @@ func (a *app) publishPeers() {
 // whose ring got frames in the worker's current pass.
 type appCounters struct {
 	rx, tx, denied, dropped atomic.Uint64
-	touched                 bool
-	_                       [31]byte
+	// expects and badExpects count the expectations it announced that
+	// the worker took and refused; placed the frames whose payload the
+	// worker placed (place.go).
+	expects, badExpects, placed atomic.Uint64
+	touched                     bool
+	_                           [7]byte
 }
 
 // corrupt reports whether a worker found one of a's rings corrupt (the
@@ -72,10 +82,12 @@ func (a *app) corrupt() bool {
 	return false
 }
 
-// release unmaps a's rings, once no worker holds it (Region.Close is
-// idempotent, and a closed region's ends still answer Stats).
+// release unmaps a's rings and the memory it shared, once no worker holds
+// it (Region.Close is idempotent, and a closed region's ends still answer
+// Stats; releaseMemory too).
 func (a *app) release() {
 	for _, r := range a.regions {
 		_ = r.Close()
 	}
+	a.releaseMemory()
 }

@@ -26,14 +26,16 @@
 //
 // Memory isolation follows: an application's memory regions live in its
 // own process; a peer reaches them only through that application's queue
-// pairs and keys.
+// pairs and keys. An application may also share memory with the daemon
+// (memfds it hands over, sealed so that they cannot shrink: memory.go),
+// where the daemon can place the payloads of frames for it.
 //
 // When an application's control connection closes (it exited or was
 // killed), the daemon unregisters its QPNs at once (its peers' requests
 // go unanswered and end in retry-exceeded, the IBTA outcome of a dead
-// responder), waits for its workers to pass, and unmaps its rings. When
-// the daemon stops, applications see their control socket close and
-// fail their device with device.ErrGone.
+// responder), waits for its workers to pass, and unmaps its rings and the
+// memory it shared. When the daemon stops, applications see their control
+// socket close and fail their device with device.ErrGone.
 package daemon
 
 import (
@@ -101,6 +103,7 @@ type Daemon struct {
 	conns  map[*net.UnixConn]struct{}
 
 	workers []*worker
+	running sync.WaitGroup // the workers' goroutines
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -191,8 +194,10 @@ func Start(cfg Config) (_ *Daemon, err error) {
 	}
 	for _, w := range d.workers {
 		d.wg.Add(1)
+		d.running.Add(1)
 		go func() {
 			defer d.wg.Done()
+			defer d.running.Done()
 			if err := w.run(d.ctx); err != nil && d.ctx.Err() == nil {
 				d.fail(fmt.Errorf("worker %d: %w", w.q, err))
 			}
@@ -426,11 +431,12 @@ func (d *Daemon) serve(c *net.UnixConn) {
 	for {
 		var req daemonapi.Request
 		fds, err := daemonapi.Read(c, &req)
-		for _, fd := range fds {
-			_ = unix.Close(fd) // applications send none
-		}
 		if err != nil {
 			return
+		}
+		if req.Op != daemonapi.OpAddMemory {
+			closeFDs(fds) // only add_memory carries one
+			fds = nil
 		}
 		var rep daemonapi.Reply
 		var out []int
@@ -468,6 +474,15 @@ func (d *Daemon) serve(c *net.UnixConn) {
 			if err := d.qpOp(a, req); err != nil {
 				rep = daemonapi.Fail(err)
 			}
+		case daemonapi.OpAddMemory, daemonapi.OpDeleteMemory:
+			if a == nil {
+				closeFDs(fds)
+				rep = daemonapi.Fail(fmt.Errorf("%w: %s before attach", daemonapi.ErrInvalid, req.Op))
+				break
+			}
+			if err := d.memOp(a, req, fds); err != nil {
+				rep = daemonapi.Fail(err)
+			}
 		default:
 			rep = daemonapi.Fail(fmt.Errorf("%w: operation %q", daemonapi.ErrInvalid, req.Op))
 		}
@@ -500,6 +515,7 @@ func (d *Daemon) attach(c *net.UnixConn, req daemonapi.Request) (*app, error) {
 	a := &app{id: id, pid: int(cred.Pid), uid: int(cred.Uid), name: req.Name, since: time.Now(), conn: c,
 		qps: map[uint32]struct{}{}, conns: map[uint32][]peerKey{}, st: make([]appCounters, len(d.workers))}
 	a.publishPeers()
+	a.mem.Store(&map[uint32][]byte{})
 	for i := range d.workers {
 		r, err := shmlink.Create(fmt.Sprintf("softfabric-%s-app%d-q%d", d.q.Dev.Name, id, i),
 			shmlink.Config{Slots: d.cfg.Slots, SlotSize: d.cfg.SlotSize})
@@ -577,8 +593,9 @@ func (d *Daemon) unown(a *app, qpn uint32) {
 	}
 }
 
-// detach removes an application: its QPNs at once, its rings once every
-// worker has passed the point where it could still be using them.
+// detach removes an application: its QPNs at once, its rings and shared
+// memory once every worker has passed the point where it could still be
+// using them.
 func (d *Daemon) detach(a *app) {
 	d.mu.Lock()
 	for qpn := range a.qps {
@@ -589,11 +606,22 @@ func (d *Daemon) detach(a *app) {
 	next := slices.DeleteFunc(slices.Clone(cur), func(x *app) bool { return x == a })
 	d.apps.Store(&next)
 	d.mu.Unlock()
+	d.quiesce()
+	a.release()
+	d.logf("app %d (pid %d) detached", a.id, a.pid)
+}
+
+// quiesce returns once no worker holds what was unpublished before the
+// call (an application, a memory region): each has begun a new pass, or,
+// the daemon stopping, they have all returned (a worker's last pass may
+// still be running when quiesce sees it stopping).
+func (d *Daemon) quiesce() {
 	for _, w := range d.workers {
 		w.quiesce()
 	}
-	a.release()
-	d.logf("app %d (pid %d) detached", a.id, a.pid)
+	if d.ctx != nil && d.ctx.Err() != nil {
+		d.running.Wait()
+	}
 }
 
 func (d *Daemon) stats() *daemonapi.Stats {
@@ -606,6 +634,8 @@ func (d *Daemon) stats() *daemonapi.Stats {
 	for _, a := range *d.apps.Load() {
 		as := daemonapi.AppStats{ID: a.id, PID: a.pid, UID: a.uid, Name: a.name, Since: a.since, Conns: len(*a.peers.Load()),
 			Transport: a.transport.Load()}
+		mem := *a.mem.Load()
+		as.MemRegions, as.MemBytes = len(mem), memBytes(mem)
 		for q := range a.qps {
 			as.QPs = append(as.QPs, q)
 		}
@@ -616,6 +646,9 @@ func (d *Daemon) stats() *daemonapi.Stats {
 			as.TxFrames += c.tx.Load()
 			as.Denied += c.denied.Load()
 			as.Dropped += c.dropped.Load()
+			as.Placed += c.placed.Load()
+			as.Expectations += c.expects.Load()
+			as.ExpectationsRefused += c.badExpects.Load()
 		}
 		st.Apps = append(st.Apps, as)
 	}

@@ -33,13 +33,15 @@ var (
 	descCMRejects  = desc("cm_rejects_total", "RDMA-CM connection requests no application took, rejected by the daemon (REJ Invalid Service ID, or SIDR_REP Unsupported).", "iface", "queue")
 	descApps       = desc("applications", "Applications attached to the daemon.", "iface")
 	descAppQPs     = desc("application_qps", "Queue pair numbers an application holds.", "iface", "app", "pid", "name")
+	descAppMem     = desc("application_shared_memory_bytes", "Memory an application shares with the daemon (add_memory).", "iface", "app", "pid", "name")
 	descAppFrames  = desc("application_frames_total", "Frames delivered to (rx) and sent for (tx) an application.", "iface", "app", "pid", "name", "direction")
 	descAppDrop    = desc("application_dropped_frames_total", "Frames of an application dropped: denied (it may not send them) or ring_full (for it, its ring full).", "iface", "app", "pid", "name", "reason")
+	descAppPlaced  = desc("application_placed_frames_total", "Frames for an application whose payload the daemon wrote straight into memory it shares (announced by the application).", "iface", "app", "pid", "name")
 	descTransport  = desc("application_transport_total", "Transport counters an application reports (retransmits, timeouts, NAKs sent and received by kind, CQ overruns).", "iface", "app", "pid", "name", "counter")
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descVerdicts, descWorkerRx, descWorkerTx, descWorkerDrop, descWorkerIdle, descCMRejects, descApps, descAppQPs, descAppFrames, descAppDrop, descTransport} {
+	for _, d := range []*prometheus.Desc{descVerdicts, descWorkerRx, descWorkerTx, descWorkerDrop, descWorkerIdle, descCMRejects, descApps, descAppQPs, descAppMem, descAppFrames, descAppDrop, descAppPlaced, descTransport} {
 		ch <- d
 	}
 }
@@ -74,10 +76,12 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	for _, a := range st.Apps {
 		l := []string{iface, strconv.FormatUint(uint64(a.ID), 10), strconv.Itoa(a.PID), a.Name}
 		ch <- prometheus.MustNewConstMetric(descAppQPs, prometheus.GaugeValue, float64(len(a.QPs)), l...)
+		ch <- prometheus.MustNewConstMetric(descAppMem, prometheus.GaugeValue, float64(a.MemBytes), l...)
 		counter(descAppFrames, a.RxFrames, append(l, "rx")...)
 		counter(descAppFrames, a.TxFrames, append(l, "tx")...)
 		counter(descAppDrop, a.Denied, append(l, "denied")...)
 		counter(descAppDrop, a.Dropped, append(l, "ring_full")...)
+		counter(descAppPlaced, a.Placed, l...)
 		if t := a.Transport; t != nil {
 			for _, x := range transportCounters(t) {
 				counter(descTransport, x.v, append(l, x.name)...)

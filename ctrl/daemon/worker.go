@@ -38,6 +38,13 @@ type worker struct {
 	passes atomic.Uint64
 	c      workerCounters
 	gsiPSN psn.PSN // of the REJs the daemon sends from QP1
+
+	// Placement (place.go): the live expectations by QPN, how many,
+	// and the time (ns since epoch) as of this pass, kept while any live.
+	exp   map[uint32]*qpExpect
+	nexp  int
+	now   int64
+	epoch time.Time
 }
 
 type workerCounters struct {
@@ -49,7 +56,8 @@ func newWorker(d *Daemon, q int, s *xsk.Socket) (*worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("daemon: eventfd: %w", err)
 	}
-	return &worker{d: d, q: q, sock: s, efd: efd, views: make([][]byte, link.IdealBatch), big: make([]byte, s.MaxFrame())}, nil
+	return &worker{d: d, q: q, sock: s, efd: efd, views: make([][]byte, link.IdealBatch), big: make([]byte, s.MaxFrame()),
+		exp: map[uint32]*qpExpect{}, epoch: time.Now()}, nil
 }
 
 func (w *worker) close() { _ = unix.Close(w.efd) }
@@ -124,6 +132,9 @@ func (w *worker) run(ctx context.Context) error {
 		default:
 		}
 		w.passes.Add(1)
+		if w.nexp > 0 {
+			w.now = int64(time.Since(w.epoch))
+		}
 		apps := w.d.apps.Load()
 		did := w.receive(*apps)
 		for _, a := range *apps {
@@ -179,6 +190,12 @@ func (w *worker) receive(apps []*app) bool {
 			continue
 		}
 		e := a.ends[w.q]
+		if w.nexp > 0 && w.place(a, e, &w.pkt, f) {
+			a.st[w.q].rx.Add(1)
+			a.st[w.q].placed.Add(1)
+			a.st[w.q].touched = true
+			continue
+		}
 		buf := e.TxBuf()
 		if buf == nil || len(f) > len(buf) {
 			w.c.ringFull.Add(1)
@@ -218,7 +235,15 @@ func (w *worker) transmit(a *app) bool {
 	}
 	peers := *a.peers.Load()
 	sent := 0
-	for _, f := range w.views[:n] {
+	for i, f := range w.views[:n] {
+		if x, ok := e.Expectation(i); ok {
+			if w.expect(a, &x, int64(time.Since(w.epoch))) {
+				a.st[w.q].expects.Add(1)
+			} else {
+				a.st[w.q].badExpects.Add(1)
+			}
+			continue
+		}
 		if len(f) > w.sock.TxBufSize() {
 			// A multi-buffer frame: checked in a private copy, then sent
 			// (copied again) by Send.

@@ -2,10 +2,11 @@
 // (ctrl/daemon), which owns a device, and the applications it serves
 // (device.Attach): JSON messages, one per datagram, over a unix
 // SOCK_SEQPACKET socket in the device's run directory, with file
-// descriptors (shared-memory regions and eventfds) passed as SCM_RIGHTS.
+// descriptors (shared-memory regions and eventfds, memory an application
+// shares) passed as SCM_RIGHTS.
 //
 // The socket carries set-up only (attach, queue pair numbers, connections,
-// statistics); frames move through the shared-memory rings of
+// shared memory, statistics); frames move through the shared-memory rings of
 // dataplane/link/shmlink. The connection lives as long as the
 // application's attachment: when it closes, the daemon releases
 // everything the application had, and an application that sees it close
@@ -52,6 +53,18 @@ const (
 	// their number's low 16 bits in their top 16).
 	OpListen   = "listen"
 	OpUnlisten = "unlisten"
+	// OpAddMemory shares memory with the daemon, so that it can place
+	// received payloads straight into it: the request carries one
+	// descriptor, a memfd sealed against shrinking and growing
+	// (F_SEAL_SHRINK and F_SEAL_GROW: a file the application could
+	// truncate would make the daemon's writes fault) of at least Size
+	// bytes, a multiple of the page size, which the daemon maps
+	// (MAP_SHARED) as the application's region Region. OpDeleteMemory
+	// drops region Region: once it answers, the daemon has unmapped it and
+	// writes no more into it. Both fail with ErrInvalid (a descriptor
+	// that is not such a memfd, an ID in use or unknown, a limit reached).
+	OpAddMemory    = "add_memory"
+	OpDeleteMemory = "delete_memory"
 )
 
 // Request is a message from an application.
@@ -69,6 +82,10 @@ type Request struct {
 	DestQPN uint32     `json:"dest_qpn,omitempty"`
 	// Report: the application's transport counters, sent every second.
 	Transport *Transport `json:"transport,omitempty"`
+	// AddMemory, DeleteMemory: the region's ID (the application picks it,
+	// unique among its regions) and, to add it, its size in bytes.
+	Region uint32 `json:"region,omitempty"`
+	Size   uint64 `json:"size,omitempty"`
 }
 
 // Transport are an application's transport counters, summed over its queue
@@ -210,6 +227,18 @@ type AppStats struct {
 	TxFrames uint64    `json:"tx_frames"` // sent for it
 	Denied   uint64    `json:"denied"`    // frames it sent that it may not send
 	Dropped  uint64    `json:"dropped"`   // frames for it dropped on its full ring
+	// MemRegions and MemBytes are the memory it shares with the daemon
+	// (OpAddMemory).
+	MemRegions int    `json:"mem_regions"`
+	MemBytes   uint64 `json:"mem_bytes"`
+	// Placed counts the frames for it whose payload the daemon wrote
+	// straight into that memory; Expectations the runs of packets it
+	// announced (where their payload goes) that the daemon took, and
+	// ExpectationsRefused those it refused (another's queue pair, memory
+	// it does not share, impossible sizes).
+	Placed              uint64 `json:"placed"`
+	Expectations        uint64 `json:"expectations"`
+	ExpectationsRefused uint64 `json:"expectations_refused"`
 	// Transport is what it last reported (nil before its first report).
 	Transport *Transport `json:"transport,omitempty"`
 }

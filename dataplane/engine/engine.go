@@ -164,8 +164,10 @@ func (n *Node) Poll(now int64) (bool, error) {
 		// Parse and place straight from the link's buffers: the transport
 		// keeps nothing of a frame past Receive.
 		k := zc.RecvZC(n.views)
-		for _, f := range n.views[:k] {
-			n.deliver(f, nil, now, true)
+		for i, f := range n.views[:k] {
+			if placed, ok := n.placed(i); ok {
+				n.deliver(f, placed, now, true)
+			}
 		}
 		zc.ReleaseRx()
 		n.stats.RxFrames += uint64(k)
@@ -181,11 +183,9 @@ func (n *Node) Poll(now int64) (bool, error) {
 			return false, err
 		}
 		for i := 0; i < k; i++ {
-			var placed []byte
-			if n.placer != nil {
-				placed, _ = n.placer.Placed(i)
+			if placed, ok := n.placed(i); ok {
+				n.deliver(n.rx[i][:n.sizes[i]], placed, now, true)
 			}
-			n.deliver(n.rx[i][:n.sizes[i]], placed, now, true)
 		}
 		n.stats.RxFrames += uint64(k)
 		got += k
@@ -195,6 +195,21 @@ func (n *Node) Poll(now int64) (bool, error) {
 	}
 	sent, err := n.transmit(now)
 	return got > 0 || sent > 0, err
+}
+
+// placed returns the payload the link placed for frame i of its last
+// receive (nil for an ordinary frame), and false for a frame to drop: its
+// payload was placed where the link can no longer reach.
+func (n *Node) placed(i int) ([]byte, bool) {
+	if n.placer == nil {
+		return nil, true
+	}
+	p, ok := n.placer.Placed(i)
+	if ok && p == nil {
+		n.stats.Malformed++
+		return nil, false
+	}
+	return p, true
 }
 
 // deliver parses a frame and gives it to its queue pair. A frame for a

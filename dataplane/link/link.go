@@ -123,13 +123,15 @@ type Expecter interface {
 	Expect(e *Expectation)
 }
 
-// Placer is a Link whose Recv may return frames whose payload the device
-// already placed (see Expecter). Such a frame has every header and its
-// full length, but its payload bytes are not filled in; Placed gives
-// the payload where it lies, and the link has checked the frame's ICRC
-// over it.
+// Placer is a Link whose Recv (or RecvZC) may return frames whose payload
+// the device already placed (see Expecter). Such a frame has every header
+// and its full length, but its payload bytes are not filled in; Placed
+// gives the payload where it lies, and the link has checked the frame's
+// ICRC over it.
 type Placer interface {
-	// Placed reports the payload of frame i of the last Recv if the device
-	// placed it, and false for an ordinary frame.
+	// Placed reports the payload of frame i of the last Recv or RecvZC if
+	// the device placed it, and false for an ordinary frame. A nil
+	// payload with true means it was placed where the link can no longer
+	// reach (memory given back meanwhile): drop the frame.
 	Placed(i int) ([]byte, bool)
 }

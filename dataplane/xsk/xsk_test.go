@@ -7,8 +7,10 @@ import (
 	"time"
 
 	bpflink "github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
 
 	"github.com/softfabric/softfabric/dataplane/link"
+	"github.com/softfabric/softfabric/internal/netnstest"
 )
 
 // exchange sends n frames of the given sizes (cycled) from every socket of
@@ -533,6 +535,25 @@ func TestBindModes(t *testing.T) {
 	}
 }
 
+// vethDrops is what h's veth counts as dropped, both ways.
+func vethDrops(t *testing.T, h *netnstest.Host) uint64 {
+	t.Helper()
+	var n uint64
+	if err := h.Do(func() error {
+		l, err := netlink.LinkByIndex(h.Index)
+		if err != nil {
+			return err
+		}
+		if st := l.Attrs().Statistics; st != nil {
+			n = st.RxDropped + st.TxDropped
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // TestSustained runs frames continuously with a concurrent receiver, the
 // way the engine will. In native mode the kernel takes fill entries in
 // batches and publishes its consumer index late, so the fill ring can look
@@ -557,9 +578,18 @@ func TestSustained(t *testing.T) {
 			t.Logf("sent %d, received %d; sender %+v", sent, got, tx)
 			// At full speed a native-mode veth drops when the peer's
 			// 256-entry ring is full (it has no qdisc to push back on);
-			// AF_XDP reports each such drop as an EBUSY from sendto.
-			if sent != int64(n) || got+int64(tx.TxDropped) != sent {
-				t.Fatalf("sent %d, received %d of %d, %d dropped by the device; receiver %+v", sent, got, n, tx.TxDropped, st)
+			// AF_XDP reports each such drop as an EBUSY from sendto. The
+			// kernel may drop in its receive path too (an skb it cannot
+			// turn into an XDP buffer on a loaded host), counted by the
+			// veths only: a loss is explained when it lies between the
+			// EBUSYs and what the devices count.
+			lost := sent - got
+			kernel := vethDrops(t, a.h) + vethDrops(t, b.h)
+			if sent != int64(n) || lost < int64(tx.TxDropped) || lost > int64(max(kernel, tx.TxDropped)) {
+				t.Fatalf("sent %d, received %d of %d, %d dropped by the device (EBUSY), %d counted by the veths; receiver %+v", sent, got, n, tx.TxDropped, kernel, st)
+			}
+			if lost != int64(tx.TxDropped) {
+				t.Logf("%d frames lost, %d reported as EBUSY, %d counted by the veths", lost, tx.TxDropped, kernel)
 			}
 		})
 	}

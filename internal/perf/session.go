@@ -69,11 +69,13 @@ func newSessionOn(fb *fab, w, size int, selective bool, neps int) (*session, err
 	if s.cq, err = fb.dom.CQ(fb.cqSize(neps)); err != nil {
 		return nil, err
 	}
-	s.buf = make([]byte, max(size, 64))
-	if s.mr, err = fb.dom.RegisterMemory(s.buf, 0); err != nil {
+	// Memory from the domain's allocator: through a daemon it is shared
+	// with it, which places large payloads straight into it (MRShared).
+	if s.mr, err = fb.dom.AllocMemory(max(size, 64), 0); err != nil {
 		s.close()
 		return nil, err
 	}
+	s.buf = s.mr.Bytes()[:max(size, 64)]
 	return s, nil
 }
 

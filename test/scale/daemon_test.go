@@ -20,6 +20,7 @@ var daemonCases = []scaleCase{
 	{"write-64B-1qp", "write", 64, 1, "Mpps"},
 	{"write-64B-lat", "write", 64, 1, "µs"},
 	{"write-64KiB-1qp", "write", 65536, 1, "Gb/s"},
+	{"read-64KiB-1qp", "read", 65536, 1, "Gb/s"},
 }
 
 // daemonPID is the pid of h's daemon, 0 when none serves it.

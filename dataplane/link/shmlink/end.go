@@ -31,6 +31,9 @@ type Stats struct {
 	FramesSent, BytesSent         uint64
 	FramesReceived, BytesReceived uint64
 	Wakeups                       uint64 // eventfd writes to wake the peer
+	ExpectationsSent              uint64 // expectations announced (application's end)
+	ExpectationsReceived          uint64 // expectations taken (daemon's end)
+	PlacedSent, PlacedReceived    uint64 // frames whose payload the daemon placed
 	BadDescriptors                uint64 // impossible indices or lengths the peer wrote
 	TxFull                        uint64 // Send or TxBuf calls that found the ring full
 }
@@ -81,6 +84,13 @@ func (s *shared) length(i uint32) *atomic.Uint32 {
 	return word(s.data, uint64(i)*uint64(s.stride)+slotLen)
 }
 
+// tail returns the descriptor area after the frame area of slot i
+// (already masked): where a placed frame's payload lies.
+func (s *shared) tail(i uint32) []byte {
+	off := int(i)*int(s.stride) + slotFrame + int(s.slot)
+	return s.data[off : off+placeDescSize : off+placeDescSize]
+}
+
 // buf returns the frame area of slot i (already masked), full length.
 func (s *shared) buf(i uint32) []byte {
 	off := int(i)*int(s.stride) + slotFrame
@@ -99,6 +109,7 @@ type txSide struct {
 	peerFD int // the consumer's eventfd
 
 	sent, sentBytes, wakeups, full atomic.Uint64
+	expects, placed                atomic.Uint64
 }
 
 // rxSide is the consuming half of an End, used by the receiving goroutine.
@@ -112,7 +123,16 @@ type rxSide struct {
 	pfd   [1]unix.PollFd
 	ts    unix.Timespec
 
-	recv, recvBytes atomic.Uint64
+	// flags the peer may set on this ring (flagExpect from the
+	// application, flagPlaced from the daemon), and what the slots read
+	// last carried, by slot: their flags (the length word's top byte) and,
+	// when placed, where.
+	allowed     uint32
+	flags       []uint8
+	place       []placeDesc
+	last, lastN uint32 // the first slot and the count of the last Recv or RecvZC
+
+	recv, recvBytes, expects, placed atomic.Uint64
 }
 
 // End is one side of a region: it sends on one ring and receives from the
@@ -128,6 +148,7 @@ type End struct {
 
 	failed atomic.Pointer[error]
 	bad    atomic.Uint64
+	mem    atomic.Pointer[[]MemRegion] // SetMemRegions
 	waitFD int
 	name   string
 	region *Region
@@ -146,6 +167,12 @@ func newEnd(r *Region, name string, mem []byte, l layout, txRing, rxRing int, wa
 	e.rx.next = e.rx.shared.cons.Load()
 	e.rx.ready = e.rx.next
 	e.rx.pfd[0] = unix.PollFd{Fd: int32(waitFD), Events: unix.POLLIN}
+	e.rx.allowed = flagPlaced
+	if rxRing == ringFromApp {
+		e.rx.allowed = flagExpect
+	}
+	e.rx.flags = make([]uint8, l.slots)
+	e.rx.place = make([]placeDesc, l.slots)
 	return e
 }
 
@@ -189,13 +216,17 @@ func (e *End) corrupt(format string, args ...any) {
 // Stats returns the counters; any goroutine may call it.
 func (e *End) Stats() Stats {
 	return Stats{
-		FramesSent:     e.tx.sent.Load(),
-		BytesSent:      e.tx.sentBytes.Load(),
-		FramesReceived: e.rx.recv.Load(),
-		BytesReceived:  e.rx.recvBytes.Load(),
-		Wakeups:        e.tx.wakeups.Load(),
-		BadDescriptors: e.bad.Load(),
-		TxFull:         e.tx.full.Load(),
+		FramesSent:           e.tx.sent.Load(),
+		BytesSent:            e.tx.sentBytes.Load(),
+		FramesReceived:       e.rx.recv.Load(),
+		BytesReceived:        e.rx.recvBytes.Load(),
+		Wakeups:              e.tx.wakeups.Load(),
+		ExpectationsSent:     e.tx.expects.Load(),
+		ExpectationsReceived: e.rx.expects.Load(),
+		PlacedSent:           e.tx.placed.Load(),
+		PlacedReceived:       e.rx.placed.Load(),
+		BadDescriptors:       e.bad.Load(),
+		TxFull:               e.tx.full.Load(),
 	}
 }
 
@@ -378,13 +409,26 @@ func (e *End) avail(n uint32) uint32 {
 }
 
 // frameLen returns the length of the frame in slot i (masked), or false,
-// failing the End, when it is larger than a slot.
+// failing the End, when it is larger than a slot or carries a flag the
+// peer may not set (an expectation must be ExpectationSize long). It
+// records the slot's flags, and where a placed frame's payload lies.
 func (e *End) frameLen(i uint32) (uint32, bool) {
 	r := &e.rx
-	n := r.length(i).Load() // read once: the peer may rewrite it
-	if n > r.slot {
-		e.corrupt("frame length %d in slot %d, slots of %d", n, i, r.slot)
+	w := r.length(i).Load() // read once: the peer may rewrite it
+	n, fl := w&lenMask, w&^lenMask
+	if n > r.slot || fl&^r.allowed != 0 || fl == flagExpect && n != ExpectationSize {
+		e.corrupt("length word %#x in slot %d, slots of %d", w, i, r.slot)
 		return 0, false
+	}
+	r.flags[i] = uint8(fl >> 24)
+	switch fl {
+	case flagPlaced:
+		t := r.tail(i)
+		le := binary.LittleEndian
+		r.place[i] = placeDesc{region: le.Uint32(t[0:]), off: le.Uint64(t[8:]), n: le.Uint32(t[16:])}
+		r.placed.Add(1)
+	case flagExpect:
+		r.expects.Add(1)
 	}
 	return n, true
 }
@@ -419,6 +463,7 @@ func (e *End) Recv(bufs [][]byte, sizes []int) (int, error) {
 	e.awake()
 	r := &e.rx
 	n := e.avail(uint32(min(len(bufs), len(sizes))))
+	r.last, r.lastN = r.next, 0
 	var err error
 	k := uint32(0)
 	var bytes uint64
@@ -436,6 +481,7 @@ func (e *End) Recv(bufs [][]byte, sizes []int) (int, error) {
 		sizes[k] = copy(b, r.buf(i)[:l])
 		bytes += uint64(l)
 	}
+	r.lastN = k
 	if k > 0 {
 		e.consumed(k)
 		r.recv.Add(uint64(k))
@@ -459,6 +505,7 @@ func (e *End) RecvZC(views [][]byte) int {
 	e.awake()
 	r := &e.rx
 	n := e.avail(uint32(len(views)))
+	r.last, r.lastN = r.next, 0
 	var bytes uint64
 	for k := uint32(0); k < n; k++ {
 		i := (r.next + k) & r.mask
@@ -470,7 +517,7 @@ func (e *End) RecvZC(views [][]byte) int {
 		views[k] = r.buf(i)[:l:l]
 		bytes += uint64(l)
 	}
-	r.held = n
+	r.held, r.lastN = n, n
 	if n > 0 {
 		r.recv.Add(uint64(n))
 		r.recvBytes.Add(bytes)

@@ -112,6 +112,11 @@ func FuzzDaemonRecv(f *testing.F) {
 				checkFailed(err)
 			case 1:
 				n := d.RecvZC(views)
+				for i := range n + 1 {
+					if x, ok := d.Expectation(i); ok && i < n && len(views[i]) != ExpectationSize {
+						t.Fatalf("expectation %+v in a view of %d bytes", x, len(views[i]))
+					}
+				}
 				for _, v := range views[:n] {
 					p := uintptr(unsafe.Pointer(unsafe.SliceData(v)))
 					if len(v) > size || cap(v) > size || p < lo || p+uintptr(cap(v)) > hi {

@@ -1,0 +1,168 @@
+package daemon
+
+import (
+	"errors"
+	"os"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/softfabric/softfabric/ctrl/daemonapi"
+)
+
+var page = os.Getpagesize()
+
+// memfd returns a memfd of size bytes with seals added (0: none; -1: a
+// memfd that does not allow sealing), closed at the end of the test.
+func memfd(t *testing.T, size int, seals int) int {
+	t.Helper()
+	flags := unix.MFD_CLOEXEC | unix.MFD_ALLOW_SEALING
+	if seals < 0 {
+		flags = unix.MFD_CLOEXEC
+	}
+	fd, err := unix.MemfdCreate("softfabric-test", flags)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	if err := unix.Ftruncate(fd, int64(size)); err != nil {
+		t.Fatal(err)
+	}
+	if seals > 0 {
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return fd
+}
+
+// dup gives addMemory a descriptor of its own to close.
+func dup(t *testing.T, fd int) int {
+	t.Helper()
+	d, err := unix.Dup(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+const sealed = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW
+
+// TestCheckMemory: what add_memory may hand the daemon to map. A memfd
+// that can shrink is refused (the application could truncate it under
+// the daemon's writes, which would fault), as is anything that is not a
+// memfd, and a size the file does not hold or that is not whole pages.
+func TestCheckMemory(t *testing.T) {
+	tmp, err := os.CreateTemp(t.TempDir(), "mem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tmp.Close()
+	if err := tmp.Truncate(int64(page)); err != nil {
+		t.Fatal(err)
+	}
+	var pipe [2]int
+	if err := unix.Pipe2(pipe[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pipe[0])
+	defer unix.Close(pipe[1])
+	for _, c := range []struct {
+		what string
+		fd   int
+		size uint64
+		ok   bool
+	}{
+		{"sealed memfd", memfd(t, 2*page, sealed), uint64(2 * page), true},
+		{"sealed memfd, a page of two", memfd(t, 2*page, sealed), uint64(page), true},
+		{"fully sealed memfd", memfd(t, page, sealed|unix.F_SEAL_SEAL), uint64(page), true},
+		{"unsealed memfd", memfd(t, page, 0), uint64(page), false},
+		{"memfd without sealing", memfd(t, page, -1), uint64(page), false},
+		{"memfd sealed against growth only", memfd(t, page, unix.F_SEAL_GROW|unix.F_SEAL_SEAL), uint64(page), false},
+		{"memfd sealed against shrinking only", memfd(t, page, unix.F_SEAL_SHRINK|unix.F_SEAL_SEAL), uint64(page), false},
+		{"regular file", int(tmp.Fd()), uint64(page), false},
+		{"pipe", pipe[0], uint64(page), false},
+		{"size past the file", memfd(t, page, sealed), uint64(2 * page), false},
+		{"size 0", memfd(t, page, sealed), 0, false},
+		{"size not whole pages", memfd(t, 2*page, sealed), uint64(page + 1), false},
+	} {
+		err := checkMemory(c.fd, c.size)
+		if c.ok && err != nil {
+			t.Errorf("%s: %v", c.what, err)
+		}
+		if !c.ok && !errors.Is(err, daemonapi.ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", c.what, err)
+		}
+	}
+}
+
+// TestMemoryBookkeeping: regions by the application's IDs, published to
+// the workers copy on write, counted in stats, within the limits, and all
+// unmapped when the application goes.
+func TestMemoryBookkeeping(t *testing.T) {
+	d := &Daemon{}
+	a := &app{}
+	a.mem.Store(&map[uint32][]byte{})
+	fd := memfd(t, 4*page, sealed)
+	isInvalid := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, daemonapi.ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", what, err)
+		}
+	}
+	if err := d.addMemory(a, 1, uint64(4*page), []int{dup(t, fd)}); err != nil {
+		t.Fatal(err)
+	}
+	first := a.mem.Load()
+	b := (*first)[1]
+	if len(b) != 4*page {
+		t.Fatalf("region 1 maps %d bytes, want %d", len(b), 4*page)
+	}
+	// The daemon's mapping is the application's memory.
+	mine, err := unix.Mmap(fd, 0, 4*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mine)
+	mine[page+5] = 0x5a
+	if b[page+5] != 0x5a {
+		t.Fatal("the daemon's mapping does not see the application's write")
+	}
+
+	isInvalid("a region ID in use", d.addMemory(a, 1, uint64(page), []int{dup(t, fd)}))
+	isInvalid("no descriptor", d.addMemory(a, 2, uint64(page), nil))
+	isInvalid("two descriptors", d.addMemory(a, 2, uint64(page), []int{dup(t, fd), dup(t, fd)}))
+	// A sparse memfd big enough that only the limit refuses it.
+	big := memfd(t, maxMemBytes, sealed)
+	isInvalid("past the byte limit", d.addMemory(a, 2, maxMemBytes, []int{dup(t, big)}))
+	isInvalid("an unknown region", d.deleteMemory(a, 2))
+	if err := d.addMemory(a, 2, uint64(page), []int{dup(t, fd)}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(*first); n != 1 {
+		t.Fatalf("a published map changed: %d regions in it", n)
+	}
+	if m := *a.mem.Load(); len(m) != 2 || memBytes(m) != uint64(5*page) {
+		t.Fatalf("after two regions: %d regions, %d bytes", len(m), memBytes(m))
+	}
+	if err := d.deleteMemory(a, 1); err != nil {
+		t.Fatal(err)
+	}
+	isInvalid("deleting twice", d.deleteMemory(a, 1))
+	if m := *a.mem.Load(); len(m) != 1 || memBytes(m) != uint64(page) {
+		t.Fatalf("after deleting one: %d regions, %d bytes", len(m), memBytes(m))
+	}
+
+	// The region limit: one more than maxMemRegions is refused.
+	for id := uint32(3); len(*a.mem.Load()) < maxMemRegions; id++ {
+		if err := d.addMemory(a, id, uint64(page), []int{dup(t, fd)}); err != nil {
+			t.Fatalf("region %d: %v", id, err)
+		}
+	}
+	isInvalid("a region past the limit", d.addMemory(a, 1<<20, uint64(page), []int{dup(t, fd)}))
+	a.release()
+	if n := len(*a.mem.Load()); n != 0 {
+		t.Fatalf("%d regions after release", n)
+	}
+	a.release() // twice: nothing left to unmap
+}

@@ -1,0 +1,194 @@
+package daemon
+
+import (
+	"github.com/softfabric/softfabric/dataplane/link/shmlink"
+	"github.com/softfabric/softfabric/dataplane/psn"
+	"github.com/softfabric/softfabric/dataplane/wire"
+)
+
+// Placement: an application announces on its ring the RC data packets it
+// expects (shmlink.Expectation: a READ's responses, the rest of a WRITE or
+// SEND) and where their payload goes, in memory it shares with the daemon
+// (app.mem). The worker that switches such a packet checks its ICRC,
+// copies its payload from the UMEM straight there and passes only its
+// headers, marked placed: one copy on receive, as in process, where the
+// daemon would otherwise copy the frame to the ring and the application
+// copy it again.
+//
+// What may be placed is narrow, so that nothing lands where the transport
+// would not have put it: a packet to a queue pair of the application that
+// announced it, from the announced peer, with the PSN next in its
+// expectation (in order, each at most once), of a data-carrying opcode
+// that continues a message, a full path MTU unless it is the last, inside
+// the announced buffer. Anything else passes whole, as before. A new
+// expectation of a queue pair supersedes those it overlaps (a request
+// asked again); an expectation ends with its last packet or a packet with
+// a last opcode, and lapses after expectTTL. The worker looks the region
+// up again for every packet, so memory the application gives back
+// (OpDeleteMemory, which waits for the workers) is never written after.
+
+// Limits of the expectation table, per worker.
+const (
+	expectPerQP = 4                    // live expectations per queue pair; the oldest gives way
+	expectTTL   = int64(2_000_000_000) // ns an expectation lives without its packets
+	maxExpectQP = 1 << 14              // queue pairs with expectations, per worker
+	maxExpectPk = 1 << 20              // packets in one expectation
+	expectMTUs  = 256 | 512 | 1024 | 2048 | 4096
+)
+
+// expected is one live expectation.
+type expected struct {
+	a       *app
+	region  uint32
+	base    uint64 // the buffer's offset in its region
+	size    uint64 // the buffer's length
+	psn     psn.PSN
+	done    uint32 // packets placed
+	packets uint32
+	mtu     uint32
+	peer    [16]byte
+	expires int64
+}
+
+// qpExpect are one queue pair's live expectations.
+type qpExpect struct {
+	e [expectPerQP]expected
+	n int
+}
+
+// expect records the expectation x that application a sent on this
+// worker's ring, after checking it against what a owns; it reports
+// whether it was taken.
+func (w *worker) expect(a *app, x *shmlink.Expectation, now int64) bool {
+	if x.QPN >= uint32(len(w.d.owner)) || w.d.owner[x.QPN].Load() != a {
+		return false
+	}
+	if x.MTU&expectMTUs == 0 || x.MTU&(x.MTU-1) != 0 || x.Packets == 0 || x.Packets > maxExpectPk ||
+		x.PSN > psn.Mask || x.Len == 0 || x.Len > uint64(x.Packets)*uint64(x.MTU) {
+		return false
+	}
+	mem := a.mem.Load()
+	if mem == nil {
+		return false
+	}
+	reg, ok := (*mem)[x.Region]
+	if !ok || x.Offset > uint64(len(reg)) || x.Len > uint64(len(reg))-x.Offset {
+		return false
+	}
+	q := w.exp[x.QPN]
+	if q == nil {
+		if len(w.exp) >= maxExpectQP {
+			w.pruneExpect(now)
+			if len(w.exp) >= maxExpectQP {
+				return false
+			}
+		}
+		q = new(qpExpect)
+		w.exp[x.QPN] = q
+	}
+	first := psn.PSN(x.PSN)
+	nx := expected{a: a, region: x.Region, base: x.Offset, size: x.Len, psn: first, packets: x.Packets, mtu: x.MTU, peer: x.Peer, expires: now + expectTTL}
+	// Drop what lapsed, belongs to another application now, or overlaps
+	// the new one; keep the rest, the new one last.
+	was, k := q.n, 0
+	for _, o := range q.e[:q.n] {
+		if o.expires <= now || o.a != a || rangesOverlap(first, x.Packets, o.psn, o.packets-o.done) {
+			continue
+		}
+		q.e[k] = o
+		k++
+	}
+	if k == expectPerQP {
+		copy(q.e[:], q.e[1:])
+		k--
+	}
+	q.e[k] = nx
+	q.n = k + 1
+	w.nexp += q.n - was
+	return true
+}
+
+// rangesOverlap reports whether PSN ranges [a, a+n) and [b, b+m) share a
+// PSN.
+func rangesOverlap(a psn.PSN, n uint32, b psn.PSN, m uint32) bool {
+	return b.InWindow(a, n) || a.InWindow(b, m)
+}
+
+// pruneExpect forgets queue pairs whose expectations all lapsed.
+func (w *worker) pruneExpect(now int64) {
+	for qpn, q := range w.exp {
+		live := false
+		for _, o := range q.e[:q.n] {
+			if o.expires > now {
+				live = true
+			}
+		}
+		if !live {
+			w.nexp -= q.n
+			delete(w.exp, qpn)
+		}
+	}
+}
+
+// place switches the parsed packet p in frame f, for application a, to
+// e placed, when an expectation of a says where its payload goes. It
+// reports whether it did; when not, the caller passes the frame whole.
+func (w *worker) place(a *app, e *shmlink.End, p *wire.Packet, f []byte) bool {
+	info := p.Info
+	switch p.Opcode {
+	case wire.RCReadResponseFirst, wire.RCReadResponseMiddle, wire.RCReadResponseLast, wire.RCReadResponseOnly,
+		wire.RCWriteMiddle, wire.RCWriteLast, wire.RCWriteLastImm,
+		wire.RCSendMiddle, wire.RCSendLast, wire.RCSendLastImm, wire.RCSendLastInv:
+	default:
+		return false
+	}
+	bth := p.BTH()
+	q := w.exp[bth.DestQP()]
+	if q == nil {
+		return false
+	}
+	ps := psn.PSN(bth.PSN())
+	var x *expected
+	for i := range q.e[:q.n] {
+		if o := &q.e[i]; o.psn == ps && o.a == a && o.expires > w.now {
+			x = o
+			break
+		}
+	}
+	if x == nil {
+		return false
+	}
+	last := info.Mask&wire.MaskLast != 0
+	n := uint64(len(p.Payload))
+	off := uint64(x.done) * uint64(x.mtu)
+	if !last && n != uint64(x.mtu) || n > x.size-off || p.Src().As16() != x.peer {
+		return false
+	}
+	mem := a.mem.Load()
+	if mem == nil {
+		return false
+	}
+	reg, ok := (*mem)[x.region]
+	if !ok || x.base+x.size > uint64(len(reg)) {
+		return false
+	}
+	buf := e.TxBuf()
+	hdr := p.BTHOff + info.HeaderLen
+	if buf == nil || len(f) > len(buf) {
+		return false // the caller counts the full ring
+	}
+	if !p.CheckICRC() {
+		return false // passed whole: the transport drops it, as in process
+	}
+	copy(reg[x.base+off:], p.Payload)
+	copy(buf, f[:hdr])
+	e.TxSubmitPlaced(len(f), x.region, x.base+off, uint32(n))
+	x.done++
+	x.psn = x.psn.Add(1)
+	if last || x.done == x.packets {
+		*x = q.e[q.n-1]
+		q.n--
+		w.nexp--
+	}
+	return true
+}

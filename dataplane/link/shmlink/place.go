@@ -1,0 +1,211 @@
+package shmlink
+
+import (
+	"encoding/binary"
+	"unsafe"
+
+	"github.com/softfabric/softfabric/dataplane/link"
+)
+
+// Placement: the daemon writes the payload of announced frames straight
+// into application memory it maps (MemRegion), and passes only their
+// headers through the ring. The application announces each run of
+// packets it expects (link.Expectation, as the RC transport makes them)
+// in a slot of its ring flagged as an expectation; the daemon passes a
+// placed frame in a slot flagged as placed, whose tail says where the
+// payload went.
+//
+// A slot's length word carries the flags in its top bits:
+//
+//	bit 31  placed (to-app): the frame's payload bytes in the slot are not
+//	        filled in; the slot's tail (after the largest frame, at
+//	        8 + slot size) holds region ID (uint32), zero (uint32), offset
+//	        in the region (uint64) and payload length (uint32)
+//	bit 30  expectation (from-app): the slot holds an encoded
+//	        Expectation, not a frame
+//
+// and the length in its low 24 bits.
+const (
+	flagPlaced = 1 << 31
+	flagExpect = 1 << 30
+	lenMask    = 1<<24 - 1
+
+	// ExpectationSize is the encoded size of an Expectation.
+	ExpectationSize = 56
+	placeDescSize   = 20
+)
+
+// MemRegion is application memory the daemon maps too (a sealed memfd
+// the application handed it): ID names it in the rings, Mem is the
+// application's own mapping.
+type MemRegion struct {
+	ID  uint32
+	Mem []byte
+}
+
+// SetMemRegions tells the application's End which of its memory the
+// daemon maps: Expect announces only buffers inside one of these, and a
+// frame the daemon placed is found in them. Any goroutine may call it;
+// rs is copied. Before the application unmaps a region it calls this
+// without it, then has the daemon drop it: a frame placed there and
+// received after is dropped.
+func (e *End) SetMemRegions(rs []MemRegion) {
+	c := append([]MemRegion(nil), rs...)
+	e.mem.Store(&c)
+}
+
+// Expectation is a link.Expectation as it crosses the ring: the buffer
+// named by region and offset. Decoded on the daemon's side, it is what
+// the application wrote and must be checked before use.
+type Expectation struct {
+	QPN, PSN, Packets, MTU uint32
+	Peer                   [16]byte // the sender's GID
+	Region                 uint32
+	Offset, Len            uint64
+}
+
+func (x *Expectation) encode(b []byte) {
+	le := binary.LittleEndian
+	le.PutUint32(b[0:], x.QPN)
+	le.PutUint32(b[4:], x.PSN)
+	le.PutUint32(b[8:], x.Packets)
+	le.PutUint32(b[12:], x.MTU)
+	copy(b[16:32], x.Peer[:])
+	le.PutUint32(b[32:], x.Region)
+	le.PutUint32(b[36:], 0)
+	le.PutUint64(b[40:], x.Offset)
+	le.PutUint64(b[48:], x.Len)
+}
+
+func (x *Expectation) decode(b []byte) {
+	le := binary.LittleEndian
+	x.QPN = le.Uint32(b[0:])
+	x.PSN = le.Uint32(b[4:])
+	x.Packets = le.Uint32(b[8:])
+	x.MTU = le.Uint32(b[12:])
+	copy(x.Peer[:], b[16:32])
+	x.Region = le.Uint32(b[32:])
+	x.Offset = le.Uint64(b[40:])
+	x.Len = le.Uint64(b[48:])
+}
+
+// placeDesc is where the daemon placed a frame's payload.
+type placeDesc struct {
+	region uint32
+	off    uint64
+	n      uint32
+}
+
+// regionOf finds the region holding all of buf and buf's offset in it.
+func regionOf(rs []MemRegion, buf []byte) (uint32, uint64, bool) {
+	if len(buf) == 0 {
+		return 0, 0, false
+	}
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
+	for _, r := range rs {
+		if len(r.Mem) == 0 {
+			continue
+		}
+		base := uintptr(unsafe.Pointer(unsafe.SliceData(r.Mem)))
+		if p >= base && p-base <= uintptr(len(r.Mem)) && uintptr(len(buf)) <= uintptr(len(r.Mem))-(p-base) {
+			return r.ID, uint64(p - base), true
+		}
+	}
+	return 0, 0, false
+}
+
+var _ link.Expecter = (*End)(nil)
+var _ link.Placer = (*End)(nil)
+
+// Expect announces x to the daemon when its buffer lies in a region
+// SetMemRegions named, in a slot of its own ahead of the frames sent
+// after it, and publishes at once (with frames queued before it). It
+// does nothing when the buffer is elsewhere, the ring is full, or a
+// TxBuf slot is lent: the frames then arrive whole, as usual.
+func (e *End) Expect(x *link.Expectation) {
+	rs := e.mem.Load()
+	if rs == nil || x.MTU <= 0 || x.Packets == 0 {
+		return
+	}
+	id, off, ok := regionOf(*rs, x.Buf)
+	if !ok {
+		return
+	}
+	t := &e.tx
+	if t.held || e.failed.Load() != nil || e.free(1) == 0 {
+		return
+	}
+	i := t.next & t.mask
+	m := Expectation{QPN: x.QPN, PSN: x.PSN, Packets: x.Packets, MTU: uint32(x.MTU), Peer: x.Peer, Region: id, Offset: off, Len: uint64(len(x.Buf))}
+	m.encode(t.buf(i))
+	t.length(i).Store(flagExpect | ExpectationSize)
+	t.next++
+	t.expects.Add(1)
+	e.publish()
+}
+
+// Expectation decodes view i of the last RecvZC on the daemon's end if
+// the application sent an expectation there, not a frame. Nothing in it
+// is checked: it is what the application wrote.
+func (e *End) Expectation(i int) (Expectation, bool) {
+	r := &e.rx
+	idx := (r.next + uint32(i)) & r.mask
+	if i < 0 || uint32(i) >= r.held || r.flags[idx]&(flagExpect>>24) == 0 {
+		return Expectation{}, false
+	}
+	var x Expectation
+	x.decode(r.buf(idx))
+	return x, true
+}
+
+// TxSubmitPlaced is TxSubmit for a frame whose payload the daemon placed
+// in the application's region: the slot (from TxBuf) holds the frame's
+// headers, n is the whole frame's length, and the payload, plen bytes,
+// lies at off in the region.
+func (e *End) TxSubmitPlaced(n int, region uint32, off uint64, plen uint32) {
+	t := &e.tx
+	if !t.held {
+		return
+	}
+	t.held = false
+	if n <= 0 || n > int(t.slot) || e.failed.Load() != nil {
+		return
+	}
+	i := t.next & t.mask
+	tail := t.tail(i)
+	le := binary.LittleEndian
+	le.PutUint32(tail[0:], region)
+	le.PutUint32(tail[4:], 0)
+	le.PutUint64(tail[8:], off)
+	le.PutUint32(tail[16:], plen)
+	t.length(i).Store(flagPlaced | uint32(n))
+	t.next++
+	t.frames++
+	t.bytes += uint64(n)
+	t.placed.Add(1)
+}
+
+// Placed reports, for frame i of the last Recv or RecvZC on the
+// application's end, the payload the daemon placed, in the application's
+// region; false for an ordinary frame. A frame placed in memory this End
+// no longer knows (SetMemRegions dropped it) gives nil and true: the
+// caller drops the frame.
+func (e *End) Placed(i int) ([]byte, bool) {
+	r := &e.rx
+	if i < 0 || uint32(i) >= r.lastN {
+		return nil, false
+	}
+	idx := (r.last + uint32(i)) & r.mask
+	if r.flags[idx]&(flagPlaced>>24) == 0 {
+		return nil, false
+	}
+	d := r.place[idx]
+	if rs := e.mem.Load(); rs != nil {
+		for _, m := range *rs {
+			if m.ID == d.region && d.off <= uint64(len(m.Mem)) && uint64(d.n) <= uint64(len(m.Mem))-d.off {
+				return m.Mem[d.off : d.off+uint64(d.n) : d.off+uint64(d.n)], true
+			}
+		}
+	}
+	return nil, true
+}

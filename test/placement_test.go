@@ -1,0 +1,138 @@
+package test
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/softfabric/softfabric/bpf/impair"
+	"github.com/softfabric/softfabric/dataplane/verbs"
+	"github.com/softfabric/softfabric/internal/netnstest"
+)
+
+// TestPlacedReads: through the daemons, an application reads into memory
+// it shares with its daemon (device.AllocMemory); the daemon writes the
+// responses' payload straight there and passes only their headers. Reads
+// of several sizes, at unaligned offsets, are byte-exact, and almost every
+// response is placed; then the same over a wire that drops, corrupts and
+// duplicates RoCEv2 frames, where the transport recovers what placement
+// gives up on. A write into the shared memory is checked too (its packets
+// after the responder announced it may be placed).
+func TestPlacedReads(t *testing.T) {
+	for _, impaired := range []bool{false, true} {
+		name := "clean"
+		if impaired {
+			name = "impaired"
+		}
+		t.Run(name, func(t *testing.T) { testPlacedReads(t, impaired) })
+	}
+}
+
+func testPlacedReads(t *testing.T, impaired bool) {
+	p := setup(t, netnstest.Options{}, impaired)
+	up(t, p.A, p.B)
+	if impaired {
+		cfg := impair.Config{DropPPM: 20_000, CorruptPPM: 20_000, DuplicatePPM: 20_000, UDPPort: impair.RoCEv2Port}
+		for _, ifname := range []string{p.WireA, p.WireB} {
+			if err := p.Wire.Do(func() error {
+				ifc, err := netIndex(ifname)
+				if err != nil {
+					return err
+				}
+				im, err := impair.Attach(ifc, impair.Egress, cfg)
+				if err == nil {
+					t.Cleanup(func() { im.Close() })
+				}
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	a, b := open(t, p.A), open(t, p.B)
+	if !a.d.Attached() {
+		t.Fatal("the device is not attached to a daemon")
+	}
+	mem, free, err := a.d.AllocMemory(8 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer free()
+	shared, err := a.d.MRs().Register(mem, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(b.buf.Bytes(), 7)
+	qa, qb := rcPair(t, a, b, verbs.NewRecvQueue(16), verbs.NewRecvQueue(16))
+	reads := []struct{ local, remote, n int }{
+		{0, 0, 64 << 10}, {1 << 20, 4096, 1 << 20}, {3<<20 + 100, 12345, 300_001}, {4 << 20, 0, 4 << 20}, {2<<20 + 100, 1<<20 + 7, 1000},
+	}
+	before := placedFrames(t, p.A)
+	for round := range 3 {
+		clear(mem)
+		for i, r := range reads {
+			wr := verbs.SendWR{Op: verbs.OpRead, Flags: verbs.Signaled, SGL: sge(shared, r.local, r.n),
+				RemoteAddr: b.buf.Addr() + uint64(r.remote), RKey: b.buf.RKey(), ID: uint64(i)}
+			if err := qa.PostSend(&wr); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, c := range poll(t, a, b, a.scq, len(reads)) {
+			if c.Status != verbs.Success {
+				t.Fatalf("round %d: read %d: %v", round, c.WRID, c.Status)
+			}
+		}
+		for i, r := range reads {
+			if !bytes.Equal(mem[r.local:r.local+r.n], b.buf.Bytes()[r.remote:r.remote+r.n]) {
+				got, want := mem[r.local:r.local+r.n], b.buf.Bytes()[r.remote:r.remote+r.n]
+				k := 0
+				for k < len(got) && got[k] == want[k] {
+					k++
+				}
+				t.Logf("first difference at %d: got % x want % x; placed %d; engine %+v", k, got[k:k+8], want[k:k+8], placedFrames(t, p.A), a.d.Stats())
+				t.Fatalf("round %d: read %d (%d bytes) is not what the peer holds", round, i, r.n)
+			}
+		}
+	}
+	var packets uint64
+	mtu := uint64(qa.Attr().PathMTU)
+	for _, r := range reads {
+		packets += 3 * ((uint64(r.n) + mtu - 1) / mtu)
+	}
+	placed := placedFrames(t, p.A) - before
+	t.Logf("%d of %d read responses placed (MTU %d)", placed, packets, mtu)
+	switch {
+	case !impaired && placed > packets:
+		t.Fatalf("%d placed, more than the %d responses", placed, packets)
+	case !impaired && placed < packets*9/10:
+		t.Fatalf("only %d of %d responses placed", placed, packets)
+	case impaired && placed < packets/2:
+		// Responses sent again under a new request are placed again.
+		t.Fatalf("only %d of %d responses placed under impairment", placed, packets)
+	}
+
+	// A write into the shared memory, from the peer: correct whatever
+	// part of it was placed.
+	fill(b.buf.Bytes()[:2<<20], 9)
+	before = placedFrames(t, p.A)
+	wr := verbs.SendWR{Op: verbs.OpWrite, Flags: verbs.Signaled, SGL: sge(b.buf, 0, 2<<20), RemoteAddr: shared.Addr() + 333, RKey: shared.RKey(), ID: 99}
+	if err := qb.PostSend(&wr); err != nil {
+		t.Fatal(err)
+	}
+	if c := poll(t, a, b, b.scq, 1); c[0].Status != verbs.Success {
+		t.Fatalf("write: %v", c[0].Status)
+	}
+	if !bytes.Equal(mem[333:333+2<<20], b.buf.Bytes()[:2<<20]) {
+		t.Fatal("the write's data is not in the shared memory")
+	}
+	t.Logf("write of 2 MiB: %d packets placed", placedFrames(t, p.A)-before)
+}
+
+// placedFrames is how many frames h's daemon placed for its applications.
+func placedFrames(t *testing.T, h *netnstest.Host) uint64 {
+	t.Helper()
+	var n uint64
+	for _, a := range daemonAppStats(t, h) {
+		n += a.Placed
+	}
+	return n
+}
