@@ -6,6 +6,7 @@ import (
 
 	"github.com/softfabric/softfabric/bpf/impair"
 	"github.com/softfabric/softfabric/dataplane/verbs"
+	"github.com/softfabric/softfabric/device"
 	"github.com/softfabric/softfabric/internal/netnstest"
 )
 
@@ -62,7 +63,11 @@ func testPlacedReads(t *testing.T, impaired bool) {
 		t.Fatal(err)
 	}
 	fill(b.buf.Bytes(), 7)
-	qa, qb := rcPair(t, a, b, verbs.NewRecvQueue(16), verbs.NewRecvQueue(16))
+	// A 537 ms ACK timeout, as the many-application tests use: CI runs
+	// other packages' daemons and pollers beside this one on two cores,
+	// and a 4 MiB read losing 4 % of its responses must not run out of
+	// retries while starved.
+	qa, qb := rcPairWith(t, a, b, verbs.NewRecvQueue(16), verbs.NewRecvQueue(16), 0, 0, device.ConnectOptions{Timeout: 17})
 	reads := []struct{ local, remote, n int }{
 		{0, 0, 64 << 10}, {1 << 20, 4096, 1 << 20}, {3<<20 + 100, 12345, 300_001}, {4 << 20, 0, 4 << 20}, {2<<20 + 100, 1<<20 + 7, 1000},
 	}
@@ -100,13 +105,12 @@ func testPlacedReads(t *testing.T, impaired bool) {
 	}
 	placed := placedFrames(t, p.A) - before
 	t.Logf("%d of %d read responses placed (MTU %d)", placed, packets, mtu)
+	// Responses sent again (after a loss: the wire's here, or a full ring
+	// even on a clean one) are placed again under the repeated request.
 	switch {
-	case !impaired && placed > packets:
-		t.Fatalf("%d placed, more than the %d responses", placed, packets)
 	case !impaired && placed < packets*9/10:
 		t.Fatalf("only %d of %d responses placed", placed, packets)
 	case impaired && placed < packets/2:
-		// Responses sent again under a new request are placed again.
 		t.Fatalf("only %d of %d responses placed under impairment", placed, packets)
 	}
 

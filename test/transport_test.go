@@ -68,6 +68,12 @@ func rcPair(t *testing.T, a, b *end, rqa, rqb *verbs.RecvQueue) (*rc.QP, *rc.QP)
 // rcPairOn is rcPair with the queue pairs on workers wa of a and wb of b.
 func rcPairOn(t *testing.T, a, b *end, rqa, rqb *verbs.RecvQueue, wa, wb int) (*rc.QP, *rc.QP) {
 	t.Helper()
+	return rcPairWith(t, a, b, rqa, rqb, wa, wb, device.ConnectOptions{Timeout: 14})
+}
+
+// rcPairWith is rcPairOn with the connection's options.
+func rcPairWith(t *testing.T, a, b *end, rqa, rqb *verbs.RecvQueue, wa, wb int, o device.ConnectOptions) (*rc.QP, *rc.QP) {
+	t.Helper()
 	qa, err := a.d.NewRC(device.QPConfig{SendCQ: a.scq, RecvCQ: a.rcq, RQ: rqa, SQDepth: 512, Worker: wa}, all)
 	if err != nil {
 		t.Fatal(err)
@@ -80,12 +86,12 @@ func rcPairOn(t *testing.T, a, b *end, rqa, rqb *verbs.RecvQueue, wa, wb int) (*
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := a.h.Do(func() error {
-		return a.d.ConnectRC(ctx, qa, pa, device.Remote{QPN: qb.QPN(), PSN: pb, GID: b.gid()}, device.ConnectOptions{Timeout: 14})
+		return a.d.ConnectRC(ctx, qa, pa, device.Remote{QPN: qb.QPN(), PSN: pb, GID: b.gid()}, o)
 	}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.h.Do(func() error {
-		return b.d.ConnectRC(ctx, qb, pb, device.Remote{QPN: qa.QPN(), PSN: pa, GID: a.gid()}, device.ConnectOptions{Timeout: 14})
+		return b.d.ConnectRC(ctx, qb, pb, device.Remote{QPN: qa.QPN(), PSN: pa, GID: a.gid()}, o)
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -77,6 +77,7 @@ const clockTicks = 100
 // with the device in process (`up --no-daemon`) and through the daemon
 // (`up`), the two modes alternating on the same namespaces, the median of
 // SOFTFABRIC_SCALE_REPEAT runs (default 3) of each reported side by side.
+// SOFTFABRIC_SCALE_CASES (names, comma-separated) runs only those cases.
 // `make bench-daemon` runs it.
 func BenchmarkDaemon(b *testing.B) {
 	netnstest.Require(b)
@@ -84,6 +85,13 @@ func BenchmarkDaemon(b *testing.B) {
 		b.Fatal(err)
 	}
 	dur, repeat := runsFromEnv(b, 3)
+	cases := daemonCases
+	if only := os.Getenv("SOFTFABRIC_SCALE_CASES"); only != "" {
+		cases = slices.DeleteFunc(slices.Clone(cases), func(c scaleCase) bool { return !slices.Contains(strings.Split(only, ","), c.name) })
+		if len(cases) == 0 {
+			b.Fatalf("SOFTFABRIC_SCALE_CASES=%s names no case", only)
+		}
+	}
 	p := netnstest.NewPair(b, netnstest.Options{Queues: 1})
 	modes := []struct {
 		name  string
@@ -106,7 +114,7 @@ func BenchmarkDaemon(b *testing.B) {
 			}
 			// The client's daemon works for it: its CPU counts too.
 			dpid := daemonPID(b, p.A)
-			for _, c := range daemonCases {
+			for _, c := range cases {
 				before := cpuTime(dpid)
 				v, err := runCase(p, c, 1, dur)
 				if err != nil {
@@ -134,7 +142,7 @@ func BenchmarkDaemon(b *testing.B) {
 	}
 	w := os.Stdout
 	fmt.Fprintf(w, "\n%-16s %6s %14s %14s %10s %s\n", "case", "unit", "in-process", "daemon", "ratio", "runs (in-process | daemon)")
-	for _, c := range daemonCases {
+	for _, c := range cases {
 		in, dm := median(res[c.name]["in-process"]), median(res[c.name]["daemon"])
 		extra := ""
 		if c.metric == "µs" {
@@ -143,7 +151,7 @@ func BenchmarkDaemon(b *testing.B) {
 		fmt.Fprintf(w, "%-16s %6s %14.3f %14.3f %9.2f×%s %v | %v\n", c.name, c.metric, in, dm, dm/in, extra, res[c.name]["in-process"], res[c.name]["daemon"])
 	}
 	fmt.Fprintf(w, "\nclient CPU per KiB (through the daemon: client + daemon), ns, medians:\n")
-	for _, c := range daemonCases {
+	for _, c := range cases {
 		if c.metric == "µs" {
 			continue // perf reports CPU per round trip there, not per KiB
 		}

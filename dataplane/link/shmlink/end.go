@@ -74,20 +74,18 @@ func word(b []byte, off uint64) *atomic.Uint32 {
 	return (*atomic.Uint32)(unsafe.Pointer(&b[off]))
 }
 
-// seq is the sequence word of slot i (already masked).
-func (s *shared) seq(i uint32) *atomic.Uint32 {
-	return word(s.data, uint64(i)*uint64(s.stride)+slotSeq)
-}
-
-// length is the frame-length word of slot i (already masked).
-func (s *shared) length(i uint32) *atomic.Uint32 {
-	return word(s.data, uint64(i)*uint64(s.stride)+slotLen)
+// head is the sequence and length words of slot i (already masked), as
+// one 64-bit word: the sequence word in its low half.
+func (s *shared) head(i uint32) *atomic.Uint64 {
+	off := uint64(i) * uint64(s.stride)
+	_ = s.data[off+7]
+	return (*atomic.Uint64)(unsafe.Pointer(&s.data[off+slotSeq]))
 }
 
 // tail returns the descriptor area after the frame area of slot i
 // (already masked): where a placed frame's payload lies.
 func (s *shared) tail(i uint32) []byte {
-	off := int(i)*int(s.stride) + slotFrame + int(s.slot)
+	off := int(i)*int(s.stride) + slotPlace
 	return s.data[off : off+placeDescSize : off+placeDescSize]
 }
 
@@ -110,6 +108,8 @@ type txSide struct {
 
 	sent, sentBytes, wakeups, full atomic.Uint64
 	expects, placed                atomic.Uint64
+
+	lens []uint32 // by slot: the length word to publish with its sequence word
 }
 
 // rxSide is the consuming half of an End, used by the receiving goroutine.
@@ -158,6 +158,7 @@ func newEnd(r *Region, name string, mem []byte, l layout, txRing, rxRing int, wa
 	e := &End{waitFD: waitFD, name: name, region: r}
 	e.tx.shared = mapRing(mem, l, txRing)
 	e.tx.peerFD = peerFD
+	e.tx.lens = make([]uint32, l.slots)
 	// Create starts from zeroes; Map checked that both rings hold a
 	// possible number of frames.
 	e.tx.next = e.tx.shared.prod.Load()
@@ -258,7 +259,8 @@ func (e *End) publish() {
 		return
 	}
 	for i := t.pub; i != t.next; i++ {
-		t.seq(i & t.mask).Store(i + 1)
+		j := i & t.mask
+		t.head(j).Store(uint64(i+1) | uint64(t.lens[j])<<32)
 	}
 	t.shared.prod.Store(t.next)
 	t.pub = t.next
@@ -299,7 +301,7 @@ func (e *End) Send(frames [][]byte) (int, error) {
 		}
 		i := t.next & t.mask
 		copy(t.buf(i), f)
-		t.length(i).Store(uint32(len(f)))
+		t.lens[i] = uint32(len(f))
 		t.next++
 		t.frames++
 		t.bytes += uint64(len(f))
@@ -346,7 +348,7 @@ func (e *End) TxSubmit(n int) {
 	if n <= 0 || n > int(t.slot) || e.failed.Load() != nil {
 		return
 	}
-	t.length(t.next & t.mask).Store(uint32(n))
+	t.lens[t.next&t.mask] = uint32(n)
 	t.next++
 	t.frames++
 	t.bytes += uint64(n)
@@ -394,7 +396,7 @@ func (e *End) avail(n uint32) uint32 {
 	a := r.ready - r.next
 	for a < n && a < r.size {
 		i := r.next + a
-		s := r.seq(i & r.mask).Load()
+		s := uint32(r.head(i & r.mask).Load())
 		if s != i+1 {
 			if s != i+1-r.size && (s != 0 || i >= r.size) {
 				e.corrupt("sequence word %d in slot %d, want %d or %d", s, i&r.mask, i+1, i+1-r.size)
@@ -414,7 +416,7 @@ func (e *End) avail(n uint32) uint32 {
 // records the slot's flags, and where a placed frame's payload lies.
 func (e *End) frameLen(i uint32) (uint32, bool) {
 	r := &e.rx
-	w := r.length(i).Load() // read once: the peer may rewrite it
+	w := uint32(r.head(i).Load() >> 32) // read once: the peer may rewrite it
 	n, fl := w&lenMask, w&^lenMask
 	if n > r.slot || fl&^r.allowed != 0 || fl == flagExpect && n != ExpectationSize {
 		e.corrupt("length word %#x in slot %d, slots of %d", w, i, r.slot)

@@ -18,9 +18,9 @@ import (
 // A slot's length word carries the flags in its top bits:
 //
 //	bit 31  placed (to-app): the frame's payload bytes in the slot are not
-//	        filled in; the slot's tail (after the largest frame, at
-//	        8 + slot size) holds region ID (uint32), zero (uint32), offset
-//	        in the region (uint64) and payload length (uint32)
+//	        filled in; the slot's header line, from byte 8, holds region
+//	        ID (uint32), zero (uint32), offset in the region (uint64) and
+//	        payload length (uint32)
 //	bit 30  expectation (from-app): the slot holds an encoded
 //	        Expectation, not a frame
 //
@@ -138,7 +138,7 @@ func (e *End) Expect(x *link.Expectation) {
 	i := t.next & t.mask
 	m := Expectation{QPN: x.QPN, PSN: x.PSN, Packets: x.Packets, MTU: uint32(x.MTU), Peer: x.Peer, Region: id, Offset: off, Len: uint64(len(x.Buf))}
 	m.encode(t.buf(i))
-	t.length(i).Store(flagExpect | ExpectationSize)
+	t.lens[i] = flagExpect | ExpectationSize
 	t.next++
 	t.expects.Add(1)
 	e.publish()
@@ -178,7 +178,7 @@ func (e *End) TxSubmitPlaced(n int, region uint32, off uint64, plen uint32) {
 	le.PutUint32(tail[4:], 0)
 	le.PutUint64(tail[8:], off)
 	le.PutUint32(tail[16:], plen)
-	t.length(i).Store(flagPlaced | uint32(n))
+	t.lens[i] = flagPlaced | uint32(n)
 	t.next++
 	t.frames++
 	t.bytes += uint64(n)

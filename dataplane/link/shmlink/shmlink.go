@@ -26,8 +26,10 @@
 //	        each a uint32 alone on its 64-byte line
 //	256   from-app ring control (the application produces), laid out alike
 //	4096  to-app slots, slots × (slot size + 64) bytes; then from-app slots.
-//	      Each slot: +0 sequence word, uint32; +4 frame length, uint32;
-//	      +8 the frame, up to slot size bytes
+//	      Each slot: a header line (+0 sequence word, uint32; +4 length
+//	      word, uint32: the frame's length and flags; +8 where a placed
+//	      frame's payload lies, see place.go), then at +64 the frame, up
+//	      to slot size bytes
 //
 // The file is the end of the slots rounded up to 4096 bytes, at most
 // MaxRegionSize.
@@ -35,15 +37,15 @@
 // # Ring protocol
 //
 // Indices are free-running uint32 counters, masked with slots-1. The
-// producer writes frame i into its slot, then its length, then (when it
-// publishes the batch) the slot's sequence word: i+1, with an atomic store;
-// after the batch's last word it stores the producer index too. The
-// consumer polls the sequence word of the next slot, not the producer
-// index: it shares a cache line with the frame's first bytes and its
-// length, so a frame reaches the consumer's core in one transfer of that
-// line (and the frame's other lines) rather than three in a row (index,
-// length, frame). On a 16-core Xeon that is 265 ns instead of 345 ns per
-// one-way hop of a 138-byte frame (BenchmarkPingPong). The consumer
+// producer writes frame i into its slot's frame lines; when it publishes
+// the batch, it stores each slot's sequence word (i+1) and length word
+// together, one atomic 64-bit store per slot, then the producer index.
+// The consumer polls the header line of the next slot, not the producer
+// index: the frame's length comes with the sequence word, in the same
+// transfer, and its lines follow. The frame has lines of its own so that
+// the consumer's polling does not pull the line away from a producer
+// still building the frame there (frames are built in place, over many
+// stores): the header line is written once per frame. The consumer
 // publishes its consumer index after reading; the producer reads it only
 // when the ring looks full. Go's sync/atomic operations are sequentially
 // consistent, at least as strong as acquire/release.
@@ -144,9 +146,10 @@ const (
 	ctlSleep = 2 * cacheLine
 
 	slotSeq    = 0         // a slot's sequence word
-	slotLen    = 4         // its frame's length
-	slotFrame  = 8         // its frame
-	slotHeader = cacheLine // what a slot holds besides the frame, rounded up
+	slotLen    = 4         // its length word: the frame's length and flags
+	slotPlace  = 8         // where a placed frame's payload lies (place.go)
+	slotFrame  = cacheLine // its frame, from the slot's second cache line
+	slotHeader = cacheLine // what a slot holds besides the frame
 
 	ringToApp   = 0 // the daemon produces, the application consumes
 	ringFromApp = 1 // the application produces, the daemon consumes
