@@ -98,6 +98,7 @@ func (w *worker) expect(a *app, x *shmlink.Expectation, now int64) bool {
 		q.e[k] = o
 		k++
 	}
+	clear(q.e[k:q.n])
 	if k == expectPerQP {
 		copy(q.e[:], q.e[1:])
 		k--
@@ -114,21 +115,31 @@ func rangesOverlap(a psn.PSN, n uint32, b psn.PSN, m uint32) bool {
 	return b.InWindow(a, n) || a.InWindow(b, m)
 }
 
-// pruneExpect forgets queue pairs whose expectations all lapsed.
+// pruneExpect forgets expectations that lapsed or whose application no
+// longer owns their queue pair (it detached, or deleted the queue pair),
+// and the queue pairs left with none.
 func (w *worker) pruneExpect(now int64) {
 	for qpn, q := range w.exp {
-		live := false
+		owner := w.d.owner[qpn].Load()
+		k := 0
 		for _, o := range q.e[:q.n] {
-			if o.expires > now {
-				live = true
+			if o.expires > now && o.a == owner {
+				q.e[k] = o
+				k++
 			}
 		}
-		if !live {
-			w.nexp -= q.n
+		clear(q.e[k:q.n]) // no pointer to a detached application stays
+		w.nexp -= q.n - k
+		q.n = k
+		if k == 0 {
 			delete(w.exp, qpn)
 		}
 	}
 }
+
+// pruneEvery is how often (in passes) a worker with live expectations
+// prunes them.
+const pruneEvery = 1 << 16
 
 // place switches the parsed packet p in frame f, for application a, to
 // e placed, when an expectation of a says where its payload goes. It
@@ -187,6 +198,7 @@ func (w *worker) place(a *app, e *shmlink.End, p *wire.Packet, f []byte) bool {
 	x.psn = x.psn.Add(1)
 	if last || x.done == x.packets {
 		*x = q.e[q.n-1]
+		q.e[q.n-1] = expected{}
 		q.n--
 		w.nexp--
 	}

@@ -216,3 +216,40 @@ func TestPlaceSupersede(t *testing.T) {
 		t.Error("placed in a region given back")
 	}
 }
+
+// TestPruneExpect: the worker forgets expectations that lapsed and those
+// of an application that no longer owns the queue pair, keeping no
+// pointer to it.
+func TestPruneExpect(t *testing.T) {
+	f := newPlaceFixture(t)
+	w := f.w
+	now := int64(time.Since(w.epoch))
+	peer := f.peer.Fields().Src.As16()
+	for i, qpn := range []uint32{0x42, 0x42, 0x43} {
+		a := f.a
+		if qpn == 0x43 {
+			a = f.other
+		}
+		x := shmlink.Expectation{QPN: qpn, PSN: uint32(100 * (i + 1)), Packets: 2, MTU: 256, Peer: peer, Region: 5, Offset: 0, Len: 512}
+		if !w.expect(a, &x, now+int64(i)) {
+			t.Fatalf("expectation %d refused", i)
+		}
+	}
+	if w.nexp != 3 || len(w.exp) != 2 {
+		t.Fatalf("%d live in %d queue pairs, want 3 in 2", w.nexp, len(w.exp))
+	}
+	w.pruneExpect(now + expectTTL) // the first lapses: it expires at now+TTL
+	if w.nexp != 2 || w.exp[0x42].n != 1 {
+		t.Fatalf("after a lapse: %d live, %d for 0x42", w.nexp, w.exp[0x42].n)
+	}
+	w.d.owner[0x43].Store(nil) // the other application detached
+	w.pruneExpect(now)
+	if w.nexp != 1 || w.exp[0x43] != nil {
+		t.Fatalf("after a detach: %d live, 0x43 %v", w.nexp, w.exp[0x43])
+	}
+	for _, o := range w.exp[0x42].e[w.exp[0x42].n:] {
+		if o.a != nil {
+			t.Fatal("a pruned slot still points to its application")
+		}
+	}
+}

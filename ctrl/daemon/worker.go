@@ -131,9 +131,12 @@ func (w *worker) run(ctx context.Context) error {
 			return nil
 		default:
 		}
-		w.passes.Add(1)
+		pass := w.passes.Add(1)
 		if w.nexp > 0 {
 			w.now = int64(time.Since(w.epoch))
+			if pass%pruneEvery == 0 {
+				w.pruneExpect(w.now)
+			}
 		}
 		apps := w.d.apps.Load()
 		did := w.receive(*apps)
