@@ -129,6 +129,50 @@ func testPlacedReads(t *testing.T, impaired bool) {
 		t.Fatal("the write's data is not in the shared memory")
 	}
 	t.Logf("write of 2 MiB: %d packets placed", placedFrames(t, p.A)-before)
+
+	// Sent from shared memory: A writes from it and B reads from it; A's
+	// daemon takes every data packet's payload from there (gathered), and
+	// A's transport copies none.
+	fill(mem[:2<<20], 11)
+	before = gatheredFrames(t, p.A)
+	wr = verbs.SendWR{Op: verbs.OpWrite, Flags: verbs.Signaled, SGL: sge(shared, 0, 2<<20), RemoteAddr: b.buf.Addr(), RKey: b.buf.RKey(), ID: 100}
+	if err := qa.PostSend(&wr); err != nil {
+		t.Fatal(err)
+	}
+	if c := poll(t, a, b, a.scq, 1); c[0].Status != verbs.Success {
+		t.Fatalf("write from shared memory: %v", c[0].Status)
+	}
+	if !bytes.Equal(b.buf.Bytes()[:2<<20], mem[:2<<20]) {
+		t.Fatal("the write from shared memory did not carry its data")
+	}
+	const rn = 1<<20 + 5
+	rd := verbs.SendWR{Op: verbs.OpRead, Flags: verbs.Signaled, SGL: sge(b.buf, 2<<20+100, rn), RemoteAddr: shared.Addr() + 12345, RKey: shared.RKey(), ID: 101}
+	if err := qb.PostSend(&rd); err != nil {
+		t.Fatal(err)
+	}
+	if c := poll(t, a, b, b.scq, 1); c[0].Status != verbs.Success {
+		t.Fatalf("read from shared memory: %v", c[0].Status)
+	}
+	if !bytes.Equal(b.buf.Bytes()[2<<20+100:2<<20+100+rn], mem[12345:12345+rn]) {
+		t.Fatal("the read from shared memory did not carry its data")
+	}
+	gathered := gatheredFrames(t, p.A) - before
+	want := uint64((2<<20)/mtu + (rn+mtu-1)/mtu)
+	t.Logf("%d of %d data packets sent from shared memory gathered", gathered, want)
+	if !impaired && gathered < want || impaired && gathered < want/2 {
+		t.Fatalf("%d of %d data packets gathered", gathered, want)
+	}
+}
+
+// gatheredFrames is how many frames h's daemon sent whose payload it took
+// from an application's shared memory.
+func gatheredFrames(t *testing.T, h *netnstest.Host) uint64 {
+	t.Helper()
+	var n uint64
+	for _, a := range daemonAppStats(t, h) {
+		n += a.Gathered
+	}
+	return n
 }
 
 // placedFrames is how many frames h's daemon placed for its applications.

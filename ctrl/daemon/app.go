@@ -65,10 +65,11 @@ type appCounters struct {
 	rx, tx, denied, dropped atomic.Uint64
 	// expects and badExpects count the expectations it announced that
 	// the worker took and refused; placed the frames whose payload the
-	// worker placed (place.go).
-	expects, badExpects, placed atomic.Uint64
-	touched                     bool
-	_                           [7]byte
+	// worker placed (place.go), gathered those it sent whose payload it
+	// took from the application's memory.
+	expects, badExpects, placed, gathered atomic.Uint64
+	touched                               bool
+	_                                     [63]byte
 }
 
 // corrupt reports whether a worker found one of a's rings corrupt (the

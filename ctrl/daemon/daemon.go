@@ -647,6 +647,7 @@ func (d *Daemon) stats() *daemonapi.Stats {
 			as.Denied += c.denied.Load()
 			as.Dropped += c.dropped.Load()
 			as.Placed += c.placed.Load()
+			as.Gathered += c.gathered.Load()
 			as.Expectations += c.expects.Load()
 			as.ExpectationsRefused += c.badExpects.Load()
 		}

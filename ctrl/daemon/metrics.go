@@ -36,7 +36,7 @@ var (
 	descAppMem     = desc("application_shared_memory_bytes", "Memory an application shares with the daemon (add_memory).", "iface", "app", "pid", "name")
 	descAppFrames  = desc("application_frames_total", "Frames delivered to (rx) and sent for (tx) an application.", "iface", "app", "pid", "name", "direction")
 	descAppDrop    = desc("application_dropped_frames_total", "Frames of an application dropped: denied (it may not send them) or ring_full (for it, its ring full).", "iface", "app", "pid", "name", "reason")
-	descAppPlaced  = desc("application_placed_frames_total", "Frames for an application whose payload the daemon wrote straight into memory it shares (announced by the application).", "iface", "app", "pid", "name")
+	descAppPlaced  = desc("application_shared_memory_frames_total", "Frames whose payload the daemon moved straight between the NIC and memory an application shares with it: placed (received, announced by the application) or gathered (sent).", "iface", "app", "pid", "name", "how")
 	descTransport  = desc("application_transport_total", "Transport counters an application reports (retransmits, timeouts, NAKs sent and received by kind, CQ overruns).", "iface", "app", "pid", "name", "counter")
 )
 
@@ -81,7 +81,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descAppFrames, a.TxFrames, append(l, "tx")...)
 		counter(descAppDrop, a.Denied, append(l, "denied")...)
 		counter(descAppDrop, a.Dropped, append(l, "ring_full")...)
-		counter(descAppPlaced, a.Placed, l...)
+		counter(descAppPlaced, a.Placed, append(l, "placed")...)
+		counter(descAppPlaced, a.Gathered, append(l, "gathered")...)
 		if t := a.Transport; t != nil {
 			for _, x := range transportCounters(t) {
 				counter(descTransport, x.v, append(l, x.name)...)

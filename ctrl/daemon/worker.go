@@ -14,6 +14,7 @@ import (
 	"github.com/softfabric/softfabric/ctrl/daemonapi"
 	"github.com/softfabric/softfabric/dataplane/engine"
 	"github.com/softfabric/softfabric/dataplane/link"
+	"github.com/softfabric/softfabric/dataplane/link/shmlink"
 	"github.com/softfabric/softfabric/dataplane/psn"
 	"github.com/softfabric/softfabric/dataplane/wire"
 	"github.com/softfabric/softfabric/dataplane/xsk"
@@ -250,8 +251,8 @@ func (w *worker) transmit(a *app) bool {
 		if len(f) > w.sock.TxBufSize() {
 			// A multi-buffer frame: checked in a private copy, then sent
 			// (copied again) by Send.
-			c := w.big[:copy(w.big, f)]
-			if !w.allowed(a, c, peers) {
+			c, ok := w.frameOf(a, e, i, f, w.big)
+			if !ok || !w.allowed(a, c, peers) {
 				a.st[w.q].denied.Add(1)
 				continue
 			}
@@ -264,8 +265,8 @@ func (w *worker) transmit(a *app) bool {
 		if buf == nil {
 			break // room was counted; a frame lost here is retransmitted
 		}
-		c := buf[:copy(buf, f)]
-		if !w.allowed(a, c, peers) {
+		c, ok := w.frameOf(a, e, i, f, buf)
+		if !ok || !w.allowed(a, c, peers) {
 			a.st[w.q].denied.Add(1)
 			w.sock.TxSubmit(0)
 			continue
@@ -277,6 +278,32 @@ func (w *worker) transmit(a *app) bool {
 	w.c.tx.Add(uint64(sent))
 	a.st[w.q].tx.Add(uint64(sent))
 	return true
+}
+
+// frameOf copies frame f, view i of a's ring e, into dst (which holds
+// it), and, when a said the frame's payload is to be gathered, copies the
+// payload from a's shared region in its place: the frame as it will be
+// sent, in memory a cannot change. It reports false for a payload outside
+// a's regions or past the frame.
+func (w *worker) frameOf(a *app, e *shmlink.End, i int, f, dst []byte) ([]byte, bool) {
+	region, at, off, n, ok := e.Gathered(i)
+	if !ok {
+		return dst[:copy(dst, f)], true
+	}
+	mem := a.mem.Load()
+	if mem == nil {
+		return nil, false
+	}
+	reg, ok := (*mem)[region]
+	end := uint64(at) + uint64(n)
+	if !ok || end > uint64(len(f)) || off > uint64(len(reg)) || uint64(n) > uint64(len(reg))-off {
+		return nil, false
+	}
+	copy(dst, f[:at])
+	copy(dst[at:], reg[off:off+uint64(n)])
+	copy(dst[end:], f[end:])
+	a.st[w.q].gathered.Add(1)
+	return dst[:len(f)], true
 }
 
 // allowed reports whether a may send frame f: RoCEv2 from the device's

@@ -236,7 +236,10 @@ type AppStats struct {
 	// announced (where their payload goes) that the daemon took, and
 	// ExpectationsRefused those it refused (another's queue pair, memory
 	// it does not share, impossible sizes).
-	Placed              uint64 `json:"placed"`
+	Placed uint64 `json:"placed"`
+	// Gathered counts the frames it sent whose payload the daemon took
+	// from that memory (it built only their headers).
+	Gathered            uint64 `json:"gathered"`
 	Expectations        uint64 `json:"expectations"`
 	ExpectationsRefused uint64 `json:"expectations_refused"`
 	// Transport is what it last reported (nil before its first report).

@@ -13,6 +13,7 @@ type Batch struct {
 	framer TxFramer
 	size   int      // slots, over a framer
 	expect Expecter // the link, when it takes expectations
+	gather Gatherer // the link, when it gathers payloads (framer only)
 }
 
 // NewBatchFor returns a batch of size frames for sending on l: built in
@@ -26,7 +27,21 @@ func NewBatchFor(l Link, size int) *Batch {
 		b = NewBatch(size, l.MaxFrame())
 	}
 	b.expect, _ = l.(Expecter)
+	if b.framer != nil {
+		b.gather, _ = l.(Gatherer)
+	}
 	return b
+}
+
+// Gathers reports whether the batch's link can gather payloads.
+func (b *Batch) Gathers() bool { return b.gather != nil }
+
+// Gather announces that the frame built in the buffer of the last Next
+// carries payload at byte at by reference (link.Gatherer), and reports
+// whether the link took it: if not, the caller copies the payload in.
+// Commit ends it.
+func (b *Batch) Gather(at int, payload []byte) bool {
+	return b.gather != nil && b.gather.TxGather(at, payload)
 }
 
 // Expects reports whether the batch's link takes expectations: whether

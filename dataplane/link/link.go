@@ -123,6 +123,20 @@ type Expecter interface {
 	Expect(e *Expectation)
 }
 
+// Gatherer is a TxFramer whose device can take a frame's payload from
+// the memory it lies in when it sends the frame, instead of from the
+// frame's buffer (the daemon, from memory the application shares with
+// it): the transport builds the headers, the pad and the ICRC, and
+// copies no payload.
+type Gatherer interface {
+	// TxGather announces that the frame being built in the buffer TxBuf
+	// lent carries payload at byte at, by reference: the buffer's bytes
+	// there are not filled in. It reports false when the device cannot
+	// reach payload; the caller then copies it in as usual. TxSubmit ends
+	// the announcement, and so does a TxSubmit of nothing.
+	TxGather(at int, payload []byte) bool
+}
+
 // Placer is a Link whose Recv (or RecvZC) may return frames whose payload
 // the device already placed (see Expecter). Such a frame has every header
 // and its full length, but its payload bytes are not filled in; Placed

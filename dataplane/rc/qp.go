@@ -349,6 +349,21 @@ func (q *QP) send(b *link.Batch, f []byte) {
 	q.stats.TxPackets++
 }
 
+// sendPayload puts payload into frame f at byte at and sends it; when
+// b's link gathers payloads (link.Gatherer) and takes this one, it leaves
+// the payload where it lies, for the link to take when it sends the
+// frame, and copies nothing.
+func (q *QP) sendPayload(b *link.Batch, f []byte, at int, payload []byte) {
+	if len(payload) > 0 && b.Gather(at, payload) {
+		q.path.FinishGather(f, at, payload)
+		b.Commit(len(f))
+		q.stats.TxPackets++
+		return
+	}
+	copy(f[at:], payload)
+	q.send(b, f)
+}
+
 // ConnectAttr is what moving a queue pair from INIT to RTS needs: the
 // path to the peer and its queue pair, both sides' first PSNs, and the
 // retry and read/atomic limits.

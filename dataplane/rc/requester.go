@@ -364,16 +364,22 @@ func (r *requester) sendPacket(q *QP, w *sendWQE, b *link.Batch, now int64) bool
 		if info.IETH != 0 {
 			wire.IETH(f[h+info.IETH:]).Encode(w.wr.Imm)
 		}
-		if n > 0 {
-			p := h + info.HeaderLen
-			if _, err := q.mrs.Gather(f[p:p+int(n)], w.wr.SGL, int(off)); err != nil {
-				// The send buffer went away under the request: a local
-				// protection error, fatal to the queue pair as in verbs.
-				r.fail(q, w, verbs.LocProtErr)
-				return false
+		p := h + info.HeaderLen
+		if buf, ok := r.source(q, b, w, off, n); ok {
+			// One buffer, its payload taken where it lies if the link
+			// gathers it.
+			q.sendPayload(b, f, p, buf)
+		} else {
+			if n > 0 {
+				if _, err := q.mrs.Gather(f[p:p+int(n)], w.wr.SGL, int(off)); err != nil {
+					// The send buffer went away under the request: a local
+					// protection error, fatal to the queue pair as in verbs.
+					r.fail(q, w, verbs.LocProtErr)
+					return false
+				}
 			}
+			q.send(b, f)
 		}
-		q.send(b, f)
 		if ackReq {
 			r.sinceAckReq = 0
 		} else {
@@ -382,6 +388,21 @@ func (r *requester) sendPacket(q *QP, w *sendWQE, b *link.Batch, now int64) bool
 		r.advance(r.sendPSN.Next())
 	}
 	return true
+}
+
+// source is the n bytes at off of w's one-buffer scatter/gather list, when
+// b's link gathers payloads and the list is one buffer; else the caller
+// gathers the payload itself.
+func (r *requester) source(q *QP, b *link.Batch, w *sendWQE, off, n uint32) ([]byte, bool) {
+	if n == 0 || !b.Gathers() || len(w.wr.SGL) != 1 {
+		return nil, false
+	}
+	s := &w.wr.SGL[0]
+	buf, err := q.mrs.Local(s.LKey, s.Addr, s.Length, 0)
+	if err != nil || uint64(off)+uint64(n) > uint64(len(buf)) {
+		return nil, false
+	}
+	return buf[off : off+n : off+n], true
 }
 
 // wantAck decides whether a send or write packet asks for an ACK. Asking

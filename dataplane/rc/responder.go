@@ -562,8 +562,7 @@ func (s *responder) readPacket(q *QP, it *respItem, b *link.Batch) bool {
 	if info.AETH != 0 {
 		wire.AETH(f[h+info.AETH:]).Encode(wire.AckSyndrome(creditsInvalid), it.msn)
 	}
-	copy(f[h+info.HeaderLen:], it.buf[it.off:it.off+n])
-	q.send(b, f)
+	q.sendPayload(b, f, h+info.HeaderLen, it.buf[it.off:it.off+n])
 	it.started = true
 	it.off += n
 	it.psn = it.psn.Next()

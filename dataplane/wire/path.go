@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"net/netip"
 )
 
@@ -158,6 +159,22 @@ func (p *Path) Finish(frame []byte) {
 	}
 	l3, end := int(p.l3), len(frame)-ICRCSize
 	binary.LittleEndian.PutUint32(frame[end:], ComputeICRC(frame[l3:end]))
+}
+
+// FinishGather is Finish for a frame whose payload is not in it: a link
+// takes the payload from where it lies when it sends the frame
+// (link.Gatherer). frame holds the headers, room for the payload at byte
+// at (left as it is), the pad and the ICRC slot; the ICRC covers payload
+// in its place. It does not allocate.
+func (p *Path) FinishGather(frame []byte, at int, payload []byte) {
+	if at < int(p.hlen)+BTHSize || at+len(payload) > len(frame)-ICRCSize || !p.PutHeaders(frame) {
+		return
+	}
+	l3, end := int(p.l3), len(frame)-ICRCSize
+	c := ComputeICRC(frame[l3:at])
+	c = crc32.Update(c, crc32.IEEETable, payload)
+	c = crc32.Update(c, crc32.IEEETable, frame[at+len(payload):end])
+	binary.LittleEndian.PutUint32(frame[end:], c)
 }
 
 // PutHeaders is Finish without the ICRC: it writes the Ethernet, IP and

@@ -28,14 +28,15 @@ var one = func() (b [8]byte) {
 
 // Stats counts what an End did. Frames are counted sent when published.
 type Stats struct {
-	FramesSent, BytesSent         uint64
-	FramesReceived, BytesReceived uint64
-	Wakeups                       uint64 // eventfd writes to wake the peer
-	ExpectationsSent              uint64 // expectations announced (application's end)
-	ExpectationsReceived          uint64 // expectations taken (daemon's end)
-	PlacedSent, PlacedReceived    uint64 // frames whose payload the daemon placed
-	BadDescriptors                uint64 // impossible indices or lengths the peer wrote
-	TxFull                        uint64 // Send or TxBuf calls that found the ring full
+	FramesSent, BytesSent          uint64
+	FramesReceived, BytesReceived  uint64
+	Wakeups                        uint64 // eventfd writes to wake the peer
+	ExpectationsSent               uint64 // expectations announced (application's end)
+	ExpectationsReceived           uint64 // expectations taken (daemon's end)
+	PlacedSent, PlacedReceived     uint64 // frames whose payload the daemon placed
+	GatheredSent, GatheredReceived uint64 // frames whose payload the daemon gathers
+	BadDescriptors                 uint64 // impossible indices or lengths the peer wrote
+	TxFull                         uint64 // Send or TxBuf calls that found the ring full
 }
 
 // shared points at one ring's control words and slots in the mapping.
@@ -110,6 +111,10 @@ type txSide struct {
 	expects, placed                atomic.Uint64
 
 	lens []uint32 // by slot: the length word to publish with its sequence word
+
+	gather    placeDesc // where the payload of the frame in TxBuf lies (TxGather)
+	gathering bool
+	gathered  atomic.Uint64
 }
 
 // rxSide is the consuming half of an End, used by the receiving goroutine.
@@ -132,7 +137,7 @@ type rxSide struct {
 	place       []placeDesc
 	last, lastN uint32 // the first slot and the count of the last Recv or RecvZC
 
-	recv, recvBytes, expects, placed atomic.Uint64
+	recv, recvBytes, expects, placed, gathered atomic.Uint64
 }
 
 // End is one side of a region: it sends on one ring and receives from the
@@ -170,7 +175,7 @@ func newEnd(r *Region, name string, mem []byte, l layout, txRing, rxRing int, wa
 	e.rx.pfd[0] = unix.PollFd{Fd: int32(waitFD), Events: unix.POLLIN}
 	e.rx.allowed = flagPlaced
 	if rxRing == ringFromApp {
-		e.rx.allowed = flagExpect
+		e.rx.allowed = flagExpect | flagGather
 	}
 	e.rx.flags = make([]uint8, l.slots)
 	e.rx.place = make([]placeDesc, l.slots)
@@ -226,6 +231,8 @@ func (e *End) Stats() Stats {
 		ExpectationsReceived: e.rx.expects.Load(),
 		PlacedSent:           e.tx.placed.Load(),
 		PlacedReceived:       e.rx.placed.Load(),
+		GatheredSent:         e.tx.gathered.Load(),
+		GatheredReceived:     e.rx.gathered.Load(),
 		BadDescriptors:       e.bad.Load(),
 		TxFull:               e.tx.full.Load(),
 	}
@@ -286,7 +293,7 @@ func (e *End) Send(frames [][]byte) (int, error) {
 		return 0, err
 	}
 	t := &e.tx
-	t.held = false
+	t.held, t.gathering = false, false
 	free := e.free(uint32(min(len(frames), int(t.size))))
 	if err := e.err(); err != nil {
 		return 0, err
@@ -345,10 +352,21 @@ func (e *End) TxSubmit(n int) {
 		return
 	}
 	t.held = false
+	g := t.gathering
+	t.gathering = false
 	if n <= 0 || n > int(t.slot) || e.failed.Load() != nil {
 		return
 	}
-	t.lens[t.next&t.mask] = uint32(n)
+	i := t.next & t.mask
+	t.lens[i] = uint32(n)
+	if g {
+		if uint64(t.gather.at)+uint64(t.gather.n) > uint64(n) {
+			return // the payload would lie past the frame: not sent
+		}
+		t.gather.put(t.tail(i))
+		t.lens[i] |= flagGather
+		t.gathered.Add(1)
+	}
 	t.next++
 	t.frames++
 	t.bytes += uint64(n)
@@ -412,23 +430,24 @@ func (e *End) avail(n uint32) uint32 {
 
 // frameLen returns the length of the frame in slot i (masked), or false,
 // failing the End, when it is larger than a slot or carries a flag the
-// peer may not set (an expectation must be ExpectationSize long). It
+// peer may not set, or two (an expectation must be ExpectationSize long). It
 // records the slot's flags, and where a placed frame's payload lies.
 func (e *End) frameLen(i uint32) (uint32, bool) {
 	r := &e.rx
 	w := uint32(r.head(i).Load() >> 32) // read once: the peer may rewrite it
 	n, fl := w&lenMask, w&^lenMask
-	if n > r.slot || fl&^r.allowed != 0 || fl == flagExpect && n != ExpectationSize {
+	if n > r.slot || fl&^r.allowed != 0 || fl&(fl-1) != 0 || fl == flagExpect && n != ExpectationSize {
 		e.corrupt("length word %#x in slot %d, slots of %d", w, i, r.slot)
 		return 0, false
 	}
 	r.flags[i] = uint8(fl >> 24)
 	switch fl {
 	case flagPlaced:
-		t := r.tail(i)
-		le := binary.LittleEndian
-		r.place[i] = placeDesc{region: le.Uint32(t[0:]), off: le.Uint64(t[8:]), n: le.Uint32(t[16:])}
+		r.place[i] = getDesc(r.tail(i))
 		r.placed.Add(1)
+	case flagGather:
+		r.place[i] = getDesc(r.tail(i))
+		r.gathered.Add(1)
 	case flagExpect:
 		r.expects.Add(1)
 	}

@@ -23,11 +23,18 @@ import (
 //	        payload length (uint32)
 //	bit 30  expectation (from-app): the slot holds an encoded
 //	        Expectation, not a frame
+//	bit 29  gather (from-app): the frame's payload bytes in the slot are
+//	        not filled in; the daemon takes them from the application's
+//	        region when it sends the frame. The header line, from byte 8,
+//	        holds region ID, the payload's offset in the frame (uint32),
+//	        its offset in the region and its length, as for placed
+//	        frames
 //
 // and the length in its low 24 bits.
 const (
 	flagPlaced = 1 << 31
 	flagExpect = 1 << 30
+	flagGather = 1 << 29
 	lenMask    = 1<<24 - 1
 
 	// ExpectationSize is the encoded size of an Expectation.
@@ -89,11 +96,26 @@ func (x *Expectation) decode(b []byte) {
 	x.Len = le.Uint64(b[48:])
 }
 
-// placeDesc is where the daemon placed a frame's payload.
+// placeDesc is where a frame's payload lies in a region: placed there by
+// the daemon, or to be gathered from there.
 type placeDesc struct {
 	region uint32
+	at     uint32 // gathered: the payload's offset in the frame
 	off    uint64
 	n      uint32
+}
+
+func (d *placeDesc) put(b []byte) {
+	le := binary.LittleEndian
+	le.PutUint32(b[0:], d.region)
+	le.PutUint32(b[4:], d.at)
+	le.PutUint64(b[8:], d.off)
+	le.PutUint32(b[16:], d.n)
+}
+
+func getDesc(b []byte) placeDesc {
+	le := binary.LittleEndian
+	return placeDesc{region: le.Uint32(b[0:]), at: le.Uint32(b[4:]), off: le.Uint64(b[8:]), n: le.Uint32(b[16:])}
 }
 
 // regionOf finds the region holding all of buf and buf's offset in it.
@@ -114,8 +136,49 @@ func regionOf(rs []MemRegion, buf []byte) (uint32, uint64, bool) {
 	return 0, 0, false
 }
 
-var _ link.Expecter = (*End)(nil)
-var _ link.Placer = (*End)(nil)
+var (
+	_ link.Expecter = (*End)(nil)
+	_ link.Placer   = (*End)(nil)
+	_ link.Gatherer = (*End)(nil)
+)
+
+// TxGather takes the payload of the frame being built in the TxBuf slot,
+// at byte at, by reference, when it lies in a region SetMemRegions named:
+// the daemon copies it from there when it sends the frame (it checks the
+// region, the bounds and the frame, as for any frame). It reports false,
+// and the caller copies the payload in, otherwise.
+func (e *End) TxGather(at int, payload []byte) bool {
+	t := &e.tx
+	rs := e.mem.Load()
+	if !t.held || rs == nil || at < 0 || uint64(at)+uint64(len(payload)) > uint64(t.slot) {
+		return false
+	}
+	id, off, ok := regionOf(*rs, payload)
+	if !ok {
+		return false
+	}
+	t.gather = placeDesc{region: id, at: uint32(at), off: off, n: uint32(len(payload))}
+	t.gathering = true
+	return true
+}
+
+// Gathered reports, for view i of the last RecvZC on the daemon's end,
+// where the application says the frame's payload lies (region ID, offset
+// in the frame, offset in the region, length), when the frame's payload
+// is to be gathered; false for an ordinary frame. Nothing in it is
+// checked.
+func (e *End) Gathered(i int) (region uint32, at uint32, off uint64, n uint32, ok bool) {
+	r := &e.rx
+	if i < 0 || uint32(i) >= r.held {
+		return 0, 0, 0, 0, false
+	}
+	idx := (r.next + uint32(i)) & r.mask
+	if r.flags[idx]&(flagGather>>24) == 0 {
+		return 0, 0, 0, 0, false
+	}
+	d := r.place[idx]
+	return d.region, d.at, d.off, d.n, true
+}
 
 // Expect announces x to the daemon when its buffer lies in a region
 // SetMemRegions named, in a slot of its own ahead of the frames sent
@@ -172,12 +235,8 @@ func (e *End) TxSubmitPlaced(n int, region uint32, off uint64, plen uint32) {
 		return
 	}
 	i := t.next & t.mask
-	tail := t.tail(i)
-	le := binary.LittleEndian
-	le.PutUint32(tail[0:], region)
-	le.PutUint32(tail[4:], 0)
-	le.PutUint64(tail[8:], off)
-	le.PutUint32(tail[16:], plen)
+	d := placeDesc{region: region, off: off, n: plen}
+	d.put(t.tail(i))
 	t.lens[i] = flagPlaced | uint32(n)
 	t.next++
 	t.frames++

@@ -136,7 +136,9 @@ func TestFlagsTrust(t *testing.T) {
 		"placed-from-app":     {ringFromApp, flagPlaced | 100},
 		"expect-to-app":       {ringToApp, flagExpect | ExpectationSize},
 		"expect-short":        {ringFromApp, flagExpect | 40},
-		"unknown-flag":        {ringFromApp, 1<<29 | 100},
+		"unknown-flag":        {ringFromApp, 1<<28 | 100},
+		"gather-to-app":       {ringToApp, flagGather | 100},
+		"expect-and-gather":   {ringFromApp, flagExpect | flagGather | ExpectationSize},
 		"unknown-flag-to-app": {ringToApp, 1<<25 | 100},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -156,8 +158,8 @@ func TestFlagsTrust(t *testing.T) {
 	}
 }
 
-// TestPlacementAllocs: announcing, taking an expectation, placing and
-// finding a placed payload allocate nothing.
+// TestPlacementAllocs: announcing, taking an expectation, placing,
+// finding a placed payload and gathering allocate nothing.
 func TestPlacementAllocs(t *testing.T) {
 	r := newTestRegion(t, Config{Slots: 64, SlotSize: 512})
 	a, d := r.AppEnd(), r.DaemonEnd()
@@ -184,8 +186,75 @@ func TestPlacementAllocs(t *testing.T) {
 			t.Fatal("not placed")
 		}
 		a.ReleaseRx()
+		copy(a.TxBuf(), "HDR")
+		if !a.TxGather(64, mem[:100]) {
+			t.Fatal("not gathered")
+		}
+		a.TxSubmit(200)
+		a.Flush()
+		if d.RecvZC(views) != 1 {
+			t.Fatal("no gathered frame")
+		}
+		if _, _, _, _, ok := d.Gathered(0); !ok {
+			t.Fatal("not flagged gathered")
+		}
+		d.ReleaseRx()
 	})
 	if allocs != 0 {
 		t.Errorf("%.1f allocations per round", allocs)
+	}
+}
+
+// TestGather: a frame whose payload the daemon is to take from a shared
+// region crosses the from-app ring with its headers, full length and
+// where its payload lies; payload outside every region, or past the
+// frame, is refused or not sent.
+func TestGather(t *testing.T) {
+	r := newTestRegion(t, Config{Slots: 8, SlotSize: 2048})
+	a, d := r.AppEnd(), r.DaemonEnd()
+	mem := make([]byte, 8192)
+	if a.TxGather(0, mem[:10]) {
+		t.Error("TxGather with no slot lent")
+	}
+	a.SetMemRegions([]MemRegion{{ID: 4, Mem: mem}})
+	if a.TxGather(0, mem[:10]) {
+		t.Error("TxGather with no slot lent")
+	}
+	b := a.TxBuf()
+	copy(b, "HEADERS")
+	if a.TxGather(50, make([]byte, 10)) {
+		t.Error("payload outside every region taken")
+	}
+	if a.TxGather(1500, mem[:1000]) {
+		t.Error("payload past the slot taken")
+	}
+	if !a.TxGather(50, mem[100:1100]) {
+		t.Fatal("TxGather refused")
+	}
+	a.TxSubmit(1200)
+	copy(a.TxBuf(), "PAST")
+	a.TxGather(50, mem[:1000])
+	a.TxSubmit(1000) // the payload would end past the frame: not sent
+	if n, err := a.Send([][]byte{frame(1, 2048)}); n != 1 || err != nil {
+		t.Fatal(n, err)
+	}
+	views := make([][]byte, 8)
+	if n := d.RecvZC(views); n != 2 {
+		t.Fatalf("daemon got %d frames, want 2", n)
+	}
+	if reg, at, off, n, ok := d.Gathered(0); !ok || reg != 4 || at != 50 || off != 100 || n != 1000 || len(views[0]) != 1200 || string(views[0][:7]) != "HEADERS" {
+		t.Errorf("Gathered(0) = %d %d %d %d %v, view of %d", reg, at, off, n, ok, len(views[0]))
+	}
+	if _, _, _, _, ok := d.Gathered(1); ok || !check(views[1], 1, 2048) {
+		t.Error("an ordinary frame reported gathered")
+	}
+	if _, _, _, _, ok := d.Gathered(2); ok {
+		t.Error("Gathered past the frames received")
+	}
+	if st := a.Stats(); st.GatheredSent != 1 {
+		t.Errorf("GatheredSent %d", st.GatheredSent)
+	}
+	if st := d.Stats(); st.GatheredReceived != 1 {
+		t.Errorf("GatheredReceived %d", st.GatheredReceived)
 	}
 }
