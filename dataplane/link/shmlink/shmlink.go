@@ -16,7 +16,7 @@
 //
 //	0     header, one 64-byte line:
 //	        0  magic "SFSHMLK1"
-//	        8  version (2), uint32
+//	        8  version (3), uint32
 //	       12  slots per ring, uint32 (power of two, 1..MaxSlots)
 //	       16  slot size in bytes, uint32: the largest frame (MinSlotSize..MaxSlotSize, multiple of 64)
 //	       20  reserved, zero
@@ -114,7 +114,7 @@ import (
 // Magic and Version identify a region; Map refuses anything else.
 const (
 	Magic   = "SFSHMLK1"
-	Version = 2
+	Version = 3
 )
 
 // Sizes and limits.
