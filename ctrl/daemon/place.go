@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"os"
+
 	"github.com/softfabric/softfabric/dataplane/link/shmlink"
 	"github.com/softfabric/softfabric/dataplane/psn"
 	"github.com/softfabric/softfabric/dataplane/wire"
@@ -26,6 +28,11 @@ import (
 // a last opcode, and lapses after expectTTL. The worker looks the region
 // up again for every packet, so memory the application gives back
 // (OpDeleteMemory, which waits for the workers) is never written after.
+
+// placing is false when SOFTFABRIC_DAEMON_PLACE=0: the workers refuse
+// every expectation, and frames reach the applications whole (what to
+// compare against, or a way out should placement misbehave).
+var placing = os.Getenv("SOFTFABRIC_DAEMON_PLACE") != "0"
 
 // Limits of the expectation table, per worker.
 const (
@@ -60,11 +67,11 @@ type qpExpect struct {
 // worker's ring, after checking it against what a owns; it reports
 // whether it was taken.
 func (w *worker) expect(a *app, x *shmlink.Expectation, now int64) bool {
-	if x.QPN >= uint32(len(w.d.owner)) || w.d.owner[x.QPN].Load() != a {
+	if !placing || x.QPN >= uint32(len(w.d.owner)) || w.d.owner[x.QPN].Load() != a {
 		return false
 	}
 	if x.MTU&expectMTUs == 0 || x.MTU&(x.MTU-1) != 0 || x.Packets == 0 || x.Packets > maxExpectPk ||
-		x.PSN > psn.Mask || x.Len == 0 || x.Len > uint64(x.Packets)*uint64(x.MTU) {
+		x.PSN > psn.Mask || x.Len == 0 || x.Len > uint64(x.Packets)*uint64(x.MTU) || x.Len <= uint64(x.Packets-1)*uint64(x.MTU) {
 		return false
 	}
 	mem := a.mem.Load()
@@ -172,7 +179,7 @@ func (w *worker) place(a *app, e *shmlink.End, p *wire.Packet, f []byte) bool {
 	last := info.Mask&wire.MaskLast != 0
 	n := uint64(len(p.Payload))
 	off := uint64(x.done) * uint64(x.mtu)
-	if !last && n != uint64(x.mtu) || n > x.size-off || p.Src().As16() != x.peer {
+	if !last && n != uint64(x.mtu) || off > x.size || n > x.size-off || p.Src().As16() != x.peer {
 		return false
 	}
 	mem := a.mem.Load()

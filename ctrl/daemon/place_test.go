@@ -92,18 +92,19 @@ func TestPlace(t *testing.T) {
 	now := int64(time.Since(w.epoch))
 	x := shmlink.Expectation{QPN: 0x42, PSN: 0xfffffe, Packets: 3, MTU: 256, Peer: f.peer.Fields().Src.As16(), Region: 5, Offset: 1000, Len: 600}
 	for name, bad := range map[string]func(x *shmlink.Expectation){
-		"another's qpn":     func(x *shmlink.Expectation) { x.QPN = 0x43 },
-		"no owner":          func(x *shmlink.Expectation) { x.QPN = 0x44 },
-		"qpn out of range":  func(x *shmlink.Expectation) { x.QPN = 1 << 24 },
-		"unknown region":    func(x *shmlink.Expectation) { x.Region = 6 },
-		"past the region":   func(x *shmlink.Expectation) { x.Offset = 1<<16 - 500 },
-		"offset far out":    func(x *shmlink.Expectation) { x.Offset = 1 << 63 },
-		"mtu not a power":   func(x *shmlink.Expectation) { x.MTU = 300 },
-		"mtu too large":     func(x *shmlink.Expectation) { x.MTU = 8192 },
-		"no packets":        func(x *shmlink.Expectation) { x.Packets = 0 },
-		"more than packets": func(x *shmlink.Expectation) { x.Len = 769 },
-		"empty":             func(x *shmlink.Expectation) { x.Len = 0 },
-		"psn over 24 bits":  func(x *shmlink.Expectation) { x.PSN = 1 << 24 },
+		"another's qpn":      func(x *shmlink.Expectation) { x.QPN = 0x43 },
+		"no owner":           func(x *shmlink.Expectation) { x.QPN = 0x44 },
+		"qpn out of range":   func(x *shmlink.Expectation) { x.QPN = 1 << 24 },
+		"unknown region":     func(x *shmlink.Expectation) { x.Region = 6 },
+		"past the region":    func(x *shmlink.Expectation) { x.Offset = 1<<16 - 500 },
+		"offset far out":     func(x *shmlink.Expectation) { x.Offset = 1 << 63 },
+		"mtu not a power":    func(x *shmlink.Expectation) { x.MTU = 300 },
+		"mtu too large":      func(x *shmlink.Expectation) { x.MTU = 8192 },
+		"no packets":         func(x *shmlink.Expectation) { x.Packets = 0 },
+		"more than packets":  func(x *shmlink.Expectation) { x.Len = 769 },
+		"fewer than packets": func(x *shmlink.Expectation) { x.Len = 512 },
+		"empty":              func(x *shmlink.Expectation) { x.Len = 0 },
+		"psn over 24 bits":   func(x *shmlink.Expectation) { x.PSN = 1 << 24 },
 	} {
 		y := x
 		bad(&y)
@@ -252,4 +253,47 @@ func TestPruneExpect(t *testing.T) {
 			t.Fatal("a pruned slot still points to its application")
 		}
 	}
+}
+
+// FuzzPlace: whatever expectation an application announces and whatever
+// frame arrives, the worker never panics and never writes outside the
+// buffer of an expectation it took.
+func FuzzPlace(f *testing.F) {
+	f.Add(uint32(0x42), uint32(10), uint32(3), uint32(256), uint32(5), uint64(1000), uint64(600), uint8(wire.RCReadResponseFirst), uint32(10), uint16(256))
+	f.Add(uint32(0x42), uint32(0xffffff), uint32(1), uint32(4096), uint32(5), uint64(1<<16-4096), uint64(4096), uint8(wire.RCWriteLast), uint32(0xffffff), uint16(4096))
+	f.Add(uint32(0x42), uint32(7), uint32(9), uint32(1024), uint32(5), uint64(60000), uint64(9000), uint8(wire.RCSendMiddle), uint32(7), uint16(1024))
+	f.Fuzz(func(t *testing.T, qpn, ps, packets, mtu, region uint32, off, n uint64, op uint8, fps uint32, plen uint16) {
+		fx := newPlaceFixture(t)
+		w := fx.w
+		for i := range fx.mem {
+			fx.mem[i] = 0xee
+		}
+		x := shmlink.Expectation{QPN: qpn, PSN: ps, Packets: packets, MTU: mtu, Peer: fx.peer.Fields().Src.As16(), Region: region, Offset: off, Len: n}
+		took := w.expect(fx.a, &x, int64(time.Since(w.epoch)))
+		if info := wire.Opcode(op).Info(); info.Mask == 0 || info.HeaderLen < wire.BTHSize {
+			return // not an opcode: no frame to build
+		}
+		for k := range uint32(3) {
+			frame := rcFrame(&fx.peer, wire.Opcode(op), qpn&0xffff, (fps+k)&0xffffff, pattern(int(plen%4097), byte(k)))
+			var p wire.Packet
+			if p.Parse(frame) != nil {
+				return
+			}
+			if w.place(fx.a, fx.ring.DaemonEnd(), &p, frame) && !took {
+				t.Fatal("placed with no expectation taken")
+			}
+			fx.ring.DaemonEnd().Flush()
+			fx.ring.AppEnd().RecvZC(make([][]byte, 8))
+			fx.ring.AppEnd().ReleaseRx()
+		}
+		lo, hi := uint64(0), uint64(0)
+		if took {
+			lo, hi = off, off+n
+		}
+		for i, b := range fx.mem {
+			if b != 0xee && (uint64(i) < lo || uint64(i) >= hi) {
+				t.Fatalf("byte %d written, outside the buffer [%d, %d)", i, lo, hi)
+			}
+		}
+	})
 }
