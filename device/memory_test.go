@@ -108,21 +108,12 @@ func (f *fakeDaemon) serve() {
 // attachedToFake returns a device whose client talks to a fake daemon.
 func attachedToFake(t *testing.T) (*Device, *fakeDaemon, *client) {
 	t.Helper()
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	c0, c1, err := daemonapi.SocketPair()
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn := func(fd int) *net.UnixConn {
-		f := os.NewFile(uintptr(fd), "seqpacket")
-		defer f.Close()
-		c, err := net.FileConn(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c.(*net.UnixConn)
-	}
-	cl := &client{c: conn(fds[0]), replies: make(chan reply, 1), gone: make(chan struct{}), lost: make(chan struct{})}
-	f := &fakeDaemon{c: conn(fds[1]), reqs: make(chan daemonapi.Request, 16), seals: make(chan int, 16), regions: map[uint32]bool{}}
+	cl := &client{c: c0, replies: make(chan reply, 1), gone: make(chan struct{}), lost: make(chan struct{})}
+	f := &fakeDaemon{c: c1, reqs: make(chan daemonapi.Request, 16), seals: make(chan int, 16), regions: map[uint32]bool{}}
 	go cl.read()
 	go f.serve()
 	x, _ := memlink.NewPair(memlink.Config{})

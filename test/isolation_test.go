@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softfabric/softfabric/ctrl/daemonapi"
 	"github.com/softfabric/softfabric/dataplane/verbs"
 	"github.com/softfabric/softfabric/dataplane/wire"
 	"github.com/softfabric/softfabric/device"
@@ -148,9 +149,15 @@ func pollAll(t *testing.T, ends []*end, cq *verbs.CQ, n int) []verbs.Completion 
 // appsDenied sums the frames h's daemon refused from its applications.
 func appsDenied(t *testing.T, h *netnstest.Host) uint64 {
 	t.Helper()
+	return sumApps(t, h, func(a daemonapi.AppStats) uint64 { return a.Denied })
+}
+
+// sumApps sums a figure over the applications h's daemon serves.
+func sumApps(t *testing.T, h *netnstest.Host, figure func(daemonapi.AppStats) uint64) uint64 {
+	t.Helper()
 	var n uint64
 	for _, a := range daemonAppStats(t, h) {
-		n += a.Denied
+		n += figure(a)
 	}
 	return n
 }

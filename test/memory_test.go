@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softfabric/softfabric/internal/memfdtest"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/softfabric/softfabric/ctrl"
@@ -299,30 +301,6 @@ func memCall(t *testing.T, c *net.UnixConn, op string, id uint32, size uint64, f
 	return r.Error()
 }
 
-// testMemfd returns a memfd named softfabric-memtest of size bytes with
-// seals added (0: none; -1: a memfd that does not allow sealing).
-func testMemfd(t *testing.T, size int, seals int) int {
-	t.Helper()
-	flags := unix.MFD_CLOEXEC | unix.MFD_ALLOW_SEALING
-	if seals < 0 {
-		flags = unix.MFD_CLOEXEC
-	}
-	fd, err := unix.MemfdCreate("softfabric-memtest", flags)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Close(fd) })
-	if err := unix.Ftruncate(fd, int64(size)); err != nil {
-		t.Fatal(err)
-	}
-	if seals > 0 {
-		if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return fd
-}
-
 // TestDaemonRefusesBadMemory: the daemon maps only a memfd that cannot
 // shrink (an application that truncated memory under the daemon's writes
 // would crash it with SIGBUS) nor grow, of at least the size announced,
@@ -336,23 +314,10 @@ func TestDaemonRefusesBadMemory(t *testing.T) {
 	dpid := daemonStats(t, p.A).PID
 	page := os.Getpagesize()
 	const sealed = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW
-	tmp, err := os.CreateTemp(t.TempDir(), "mem")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tmp.Close()
-	if err := tmp.Truncate(int64(page)); err != nil {
-		t.Fatal(err)
-	}
-	var pipe [2]int
-	if err := unix.Pipe2(pipe[:], unix.O_CLOEXEC); err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(pipe[0])
-	defer unix.Close(pipe[1])
+	file, pipe := memfdtest.Others(t, page)
 
 	// Before attach, nothing.
-	if err := memCall(t, rawConn(t, p.A, false), daemonapi.OpAddMemory, 1, uint64(page), testMemfd(t, page, sealed)); !errors.Is(err, daemonapi.ErrInvalid) {
+	if err := memCall(t, rawConn(t, p.A, false), daemonapi.OpAddMemory, 1, uint64(page), memfdtest.New(t, "softfabric-memtest", page, sealed)); !errors.Is(err, daemonapi.ErrInvalid) {
 		t.Fatalf("add_memory before attach: %v", err)
 	}
 
@@ -362,17 +327,17 @@ func TestDaemonRefusesBadMemory(t *testing.T) {
 		size uint64
 		fds  []int
 	}{
-		{"an unsealed memfd", uint64(page), []int{testMemfd(t, page, 0)}},
-		{"a memfd that does not allow sealing", uint64(page), []int{testMemfd(t, page, -1)}},
-		{"a memfd sealed against growth, not shrinking", uint64(page), []int{testMemfd(t, page, unix.F_SEAL_GROW|unix.F_SEAL_SEAL)}},
-		{"a memfd sealed against shrinking, not growth", uint64(page), []int{testMemfd(t, page, unix.F_SEAL_SHRINK)}},
-		{"a regular file", uint64(page), []int{int(tmp.Fd())}},
-		{"a pipe", uint64(page), []int{pipe[0]}},
-		{"a size past the memfd's", uint64(2 * page), []int{testMemfd(t, page, sealed)}},
-		{"size 0", 0, []int{testMemfd(t, page, sealed)}},
-		{"a size not whole pages", uint64(page + 1), []int{testMemfd(t, 2*page, sealed)}},
+		{"an unsealed memfd", uint64(page), []int{memfdtest.New(t, "softfabric-memtest", page, 0)}},
+		{"a memfd that does not allow sealing", uint64(page), []int{memfdtest.New(t, "softfabric-memtest", page, -1)}},
+		{"a memfd sealed against growth, not shrinking", uint64(page), []int{memfdtest.New(t, "softfabric-memtest", page, unix.F_SEAL_GROW|unix.F_SEAL_SEAL)}},
+		{"a memfd sealed against shrinking, not growth", uint64(page), []int{memfdtest.New(t, "softfabric-memtest", page, unix.F_SEAL_SHRINK)}},
+		{"a regular file", uint64(page), []int{file}},
+		{"a pipe", uint64(page), []int{pipe}},
+		{"a size past the memfd's", uint64(2 * page), []int{memfdtest.New(t, "softfabric-memtest", page, sealed)}},
+		{"size 0", 0, []int{memfdtest.New(t, "softfabric-memtest", page, sealed)}},
+		{"a size not whole pages", uint64(page + 1), []int{memfdtest.New(t, "softfabric-memtest", 2*page, sealed)}},
 		{"no descriptor", uint64(page), nil},
-		{"two descriptors", uint64(page), []int{testMemfd(t, page, sealed), testMemfd(t, page, sealed)}},
+		{"two descriptors", uint64(page), []int{memfdtest.New(t, "softfabric-memtest", page, sealed), memfdtest.New(t, "softfabric-memtest", page, sealed)}},
 	} {
 		if err := memCall(t, c, daemonapi.OpAddMemory, 1, x.size, x.fds...); !errors.Is(err, daemonapi.ErrInvalid) {
 			t.Errorf("add_memory of %s: %v, want ErrInvalid", x.what, err)
@@ -383,10 +348,10 @@ func TestDaemonRefusesBadMemory(t *testing.T) {
 	}
 
 	// A good one; its ID once only.
-	if err := memCall(t, c, daemonapi.OpAddMemory, 7, uint64(2*page), testMemfd(t, 2*page, sealed|unix.F_SEAL_SEAL)); err != nil {
+	if err := memCall(t, c, daemonapi.OpAddMemory, 7, uint64(2*page), memfdtest.New(t, "softfabric-memtest", 2*page, sealed|unix.F_SEAL_SEAL)); err != nil {
 		t.Fatalf("add_memory of a sealed memfd: %v", err)
 	}
-	if err := memCall(t, c, daemonapi.OpAddMemory, 7, uint64(page), testMemfd(t, page, sealed)); !errors.Is(err, daemonapi.ErrInvalid) {
+	if err := memCall(t, c, daemonapi.OpAddMemory, 7, uint64(page), memfdtest.New(t, "softfabric-memtest", page, sealed)); !errors.Is(err, daemonapi.ErrInvalid) {
 		t.Errorf("add_memory of an ID in use: %v, want ErrInvalid", err)
 	}
 	if n := len(memfdMaps(t, dpid, "softfabric-memtest")); n != 1 {

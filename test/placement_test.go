@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/softfabric/softfabric/bpf/impair"
+	"github.com/softfabric/softfabric/ctrl/daemonapi"
 	"github.com/softfabric/softfabric/dataplane/verbs"
 	"github.com/softfabric/softfabric/device"
 	"github.com/softfabric/softfabric/internal/netnstest"
@@ -32,21 +33,8 @@ func testPlacedReads(t *testing.T, impaired bool) {
 	p := setup(t, netnstest.Options{}, impaired)
 	up(t, p.A, p.B)
 	if impaired {
-		cfg := impair.Config{DropPPM: 20_000, CorruptPPM: 20_000, DuplicatePPM: 20_000, UDPPort: impair.RoCEv2Port}
-		for _, ifname := range []string{p.WireA, p.WireB} {
-			if err := p.Wire.Do(func() error {
-				ifc, err := netIndex(ifname)
-				if err != nil {
-					return err
-				}
-				im, err := impair.Attach(ifc, impair.Egress, cfg)
-				if err == nil {
-					t.Cleanup(func() { im.Close() })
-				}
-				return err
-			}); err != nil {
-				t.Fatal(err)
-			}
+		for _, im := range impairWire(t, p, impair.Config{DropPPM: 20_000, CorruptPPM: 20_000, DuplicatePPM: 20_000, UDPPort: impair.RoCEv2Port}) {
+			t.Cleanup(func() { im.Close() })
 		}
 	}
 	a, b := open(t, p.A), open(t, p.B)
@@ -168,19 +156,11 @@ func testPlacedReads(t *testing.T, impaired bool) {
 // from an application's shared memory.
 func gatheredFrames(t *testing.T, h *netnstest.Host) uint64 {
 	t.Helper()
-	var n uint64
-	for _, a := range daemonAppStats(t, h) {
-		n += a.Gathered
-	}
-	return n
+	return sumApps(t, h, func(a daemonapi.AppStats) uint64 { return a.Gathered })
 }
 
 // placedFrames is how many frames h's daemon placed for its applications.
 func placedFrames(t *testing.T, h *netnstest.Host) uint64 {
 	t.Helper()
-	var n uint64
-	for _, a := range daemonAppStats(t, h) {
-		n += a.Placed
-	}
-	return n
+	return sumApps(t, h, func(a daemonapi.AppStats) uint64 { return a.Placed })
 }

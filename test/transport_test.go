@@ -253,14 +253,11 @@ func TestUDOverXDP(t *testing.T) {
 	}
 }
 
-// TestHostileKernelPath: the transport over real veth with the kernel
-// dropping, corrupting and duplicating RoCEv2 frames in both directions
-// (the impairment program on the bridge between the hosts): every request
-// completes, exactly once, with the right data.
-func TestHostileKernelPath(t *testing.T) {
-	p := setup(t, netnstest.Options{}, true)
-	up(t, p.A, p.B)
-	cfg := impair.Config{DropPPM: 30_000, CorruptPPM: 30_000, DuplicatePPM: 30_000, UDPPort: impair.RoCEv2Port}
+// impairWire attaches the impairment program cfg to the egress of both
+// ends of the wired pair's bridge: what each host sends is dropped,
+// corrupted and duplicated on its way. The caller closes them.
+func impairWire(t *testing.T, p *netnstest.Pair, cfg impair.Config) []*impair.Impairment {
+	t.Helper()
 	var imps []*impair.Impairment
 	for _, ifname := range []string{p.WireA, p.WireB} {
 		if err := p.Wire.Do(func() error {
@@ -269,12 +266,28 @@ func TestHostileKernelPath(t *testing.T) {
 				return err
 			}
 			im, err := impair.Attach(ifc, impair.Egress, cfg)
-			imps = append(imps, im)
+			if err == nil {
+				imps = append(imps, im)
+			}
 			return err
 		}); err != nil {
+			for _, im := range imps {
+				im.Close()
+			}
 			t.Fatal(err)
 		}
 	}
+	return imps
+}
+
+// TestHostileKernelPath: the transport over real veth with the kernel
+// dropping, corrupting and duplicating RoCEv2 frames in both directions
+// (the impairment program on the bridge between the hosts): every request
+// completes, exactly once, with the right data.
+func TestHostileKernelPath(t *testing.T) {
+	p := setup(t, netnstest.Options{}, true)
+	up(t, p.A, p.B)
+	imps := impairWire(t, p, impair.Config{DropPPM: 30_000, CorruptPPM: 30_000, DuplicatePPM: 30_000, UDPPort: impair.RoCEv2Port})
 	defer func() {
 		for _, im := range imps {
 			im.Close()

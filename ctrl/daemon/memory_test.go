@@ -5,36 +5,14 @@ import (
 	"os"
 	"testing"
 
+	"github.com/softfabric/softfabric/internal/memfdtest"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/softfabric/softfabric/ctrl/daemonapi"
 )
 
 var page = os.Getpagesize()
-
-// memfd returns a memfd of size bytes with seals added (0: none; -1: a
-// memfd that does not allow sealing), closed at the end of the test.
-func memfd(t *testing.T, size int, seals int) int {
-	t.Helper()
-	flags := unix.MFD_CLOEXEC | unix.MFD_ALLOW_SEALING
-	if seals < 0 {
-		flags = unix.MFD_CLOEXEC
-	}
-	fd, err := unix.MemfdCreate("softfabric-test", flags)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Close(fd) })
-	if err := unix.Ftruncate(fd, int64(size)); err != nil {
-		t.Fatal(err)
-	}
-	if seals > 0 {
-		if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return fd
-}
 
 // dup gives addMemory a descriptor of its own to close.
 func dup(t *testing.T, fd int) int {
@@ -53,38 +31,25 @@ const sealed = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW
 // the daemon's writes, which would fault), as is anything that is not a
 // memfd, and a size the file does not hold or that is not whole pages.
 func TestCheckMemory(t *testing.T) {
-	tmp, err := os.CreateTemp(t.TempDir(), "mem")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tmp.Close()
-	if err := tmp.Truncate(int64(page)); err != nil {
-		t.Fatal(err)
-	}
-	var pipe [2]int
-	if err := unix.Pipe2(pipe[:], unix.O_CLOEXEC); err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(pipe[0])
-	defer unix.Close(pipe[1])
+	file, pipe := memfdtest.Others(t, page)
 	for _, c := range []struct {
 		what string
 		fd   int
 		size uint64
 		ok   bool
 	}{
-		{"sealed memfd", memfd(t, 2*page, sealed), uint64(2 * page), true},
-		{"sealed memfd, a page of two", memfd(t, 2*page, sealed), uint64(page), true},
-		{"fully sealed memfd", memfd(t, page, sealed|unix.F_SEAL_SEAL), uint64(page), true},
-		{"unsealed memfd", memfd(t, page, 0), uint64(page), false},
-		{"memfd without sealing", memfd(t, page, -1), uint64(page), false},
-		{"memfd sealed against growth only", memfd(t, page, unix.F_SEAL_GROW|unix.F_SEAL_SEAL), uint64(page), false},
-		{"memfd sealed against shrinking only", memfd(t, page, unix.F_SEAL_SHRINK|unix.F_SEAL_SEAL), uint64(page), false},
-		{"regular file", int(tmp.Fd()), uint64(page), false},
-		{"pipe", pipe[0], uint64(page), false},
-		{"size past the file", memfd(t, page, sealed), uint64(2 * page), false},
-		{"size 0", memfd(t, page, sealed), 0, false},
-		{"size not whole pages", memfd(t, 2*page, sealed), uint64(page + 1), false},
+		{"sealed memfd", memfdtest.New(t, "softfabric-test", 2*page, sealed), uint64(2 * page), true},
+		{"sealed memfd, a page of two", memfdtest.New(t, "softfabric-test", 2*page, sealed), uint64(page), true},
+		{"fully sealed memfd", memfdtest.New(t, "softfabric-test", page, sealed|unix.F_SEAL_SEAL), uint64(page), true},
+		{"unsealed memfd", memfdtest.New(t, "softfabric-test", page, 0), uint64(page), false},
+		{"memfd without sealing", memfdtest.New(t, "softfabric-test", page, -1), uint64(page), false},
+		{"memfd sealed against growth only", memfdtest.New(t, "softfabric-test", page, unix.F_SEAL_GROW|unix.F_SEAL_SEAL), uint64(page), false},
+		{"memfd sealed against shrinking only", memfdtest.New(t, "softfabric-test", page, unix.F_SEAL_SHRINK|unix.F_SEAL_SEAL), uint64(page), false},
+		{"regular file", file, uint64(page), false},
+		{"pipe", pipe, uint64(page), false},
+		{"size past the file", memfdtest.New(t, "softfabric-test", page, sealed), uint64(2 * page), false},
+		{"size 0", memfdtest.New(t, "softfabric-test", page, sealed), 0, false},
+		{"size not whole pages", memfdtest.New(t, "softfabric-test", 2*page, sealed), uint64(page + 1), false},
 	} {
 		err := checkMemory(c.fd, c.size)
 		if c.ok && err != nil {
@@ -103,7 +68,7 @@ func TestMemoryBookkeeping(t *testing.T) {
 	d := &Daemon{}
 	a := &app{}
 	a.mem.Store(&map[uint32][]byte{})
-	fd := memfd(t, 4*page, sealed)
+	fd := memfdtest.New(t, "softfabric-test", 4*page, sealed)
 	isInvalid := func(what string, err error) {
 		t.Helper()
 		if !errors.Is(err, daemonapi.ErrInvalid) {
@@ -133,7 +98,7 @@ func TestMemoryBookkeeping(t *testing.T) {
 	isInvalid("no descriptor", d.addMemory(a, 2, uint64(page), nil))
 	isInvalid("two descriptors", d.addMemory(a, 2, uint64(page), []int{dup(t, fd), dup(t, fd)}))
 	// A sparse memfd big enough that only the limit refuses it.
-	big := memfd(t, maxMemBytes, sealed)
+	big := memfdtest.New(t, "softfabric-test", maxMemBytes, sealed)
 	isInvalid("past the byte limit", d.addMemory(a, 2, maxMemBytes, []int{dup(t, big)}))
 	isInvalid("an unknown region", d.deleteMemory(a, 2))
 	if err := d.addMemory(a, 2, uint64(page), []int{dup(t, fd)}); err != nil {

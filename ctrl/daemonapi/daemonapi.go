@@ -20,6 +20,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -329,6 +330,33 @@ func closeAll(fds []int) {
 // is runDir.
 func Dial(runDir string) (*net.UnixConn, error) {
 	return net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: SocketPath(runDir), Net: "unixpacket"})
+}
+
+// SocketPair returns two connected unix SOCK_SEQPACKET sockets, the kind
+// Dial and the daemon's listener make: a control connection with no
+// socket file, for tests and for a daemon run in-process.
+func SocketPair() (*net.UnixConn, *net.UnixConn, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	var cs [2]*net.UnixConn
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), "seqpacket")
+		c, err := net.FileConn(f)
+		f.Close()
+		if err != nil {
+			if cs[0] != nil {
+				cs[0].Close()
+			}
+			if i == 0 {
+				_ = unix.Close(fds[1])
+			}
+			return nil, nil, err
+		}
+		cs[i] = c.(*net.UnixConn)
+	}
+	return cs[0], cs[1], nil
 }
 
 // Call sends req and reads its reply (with its descriptors).

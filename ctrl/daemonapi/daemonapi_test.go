@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -14,20 +13,10 @@ import (
 // pair returns two connected SOCK_SEQPACKET unix sockets.
 func pair(t testing.TB) (*net.UnixConn, *net.UnixConn) {
 	t.Helper()
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	a, b, err := SocketPair()
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn := func(fd int) *net.UnixConn {
-		f := os.NewFile(uintptr(fd), "seqpacket")
-		defer f.Close()
-		c, err := net.FileConn(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c.(*net.UnixConn)
-	}
-	a, b := conn(fds[0]), conn(fds[1])
 	t.Cleanup(func() { a.Close(); b.Close() })
 	return a, b
 }
