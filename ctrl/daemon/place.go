@@ -36,9 +36,9 @@ var placing = os.Getenv("SOFTFABRIC_DAEMON_PLACE") != "0"
 
 // Limits of the expectation table, per worker.
 const (
-	expectPerQP = 4                    // live expectations per queue pair; the oldest gives way
+	expectPerQP = 16                   // live expectations per queue pair (reads in flight: max_rd_atomic is 16); the oldest gives way
 	expectTTL   = int64(2_000_000_000) // ns an expectation lives without its packets
-	maxExpectQP = 1 << 14              // queue pairs with expectations, per worker
+	maxExpectQP = 1 << 12              // queue pairs with expectations, per worker (1.4 KiB each)
 	maxExpectPk = 1 << 20              // packets in one expectation
 	expectMTUs  = 256 | 512 | 1024 | 2048 | 4096
 )

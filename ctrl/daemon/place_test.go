@@ -202,6 +202,19 @@ func TestPlaceSupersede(t *testing.T) {
 	if w.nexp != 2 {
 		t.Fatalf("%d live expectations, want 2 (the overlapped one dropped)", w.nexp)
 	}
+	// As many reads in flight as a queue pair may have (16) keep their
+	// expectations; one more pushes out the oldest.
+	for i := range uint32(expectPerQP + 1) {
+		x := shmlink.Expectation{QPN: 0x42, PSN: 1000 + 10*i, Packets: 1, MTU: 256, Peer: peer, Region: 5, Offset: 16384, Len: 256}
+		w.expect(f.a, &x, now)
+	}
+	if q := w.exp[0x42]; q.n != expectPerQP || q.e[0].psn != 1010 || q.e[expectPerQP-1].psn != 1000+10*expectPerQP {
+		t.Fatalf("%d kept, from PSN %d to %d", q.n, q.e[0].psn, q.e[q.n-1].psn)
+	}
+	// Back to the two of before.
+	w.exp[0x42].n, w.nexp = 0, 0
+	w.expect(f.a, &other, now)
+	w.expect(f.a, &again, now)
 	if !f.try(t, f.a, rcFrame(&f.peer, wire.RCReadResponseFirst, 0x42, 102, pattern(256, 9))) || !bytes.Equal(f.mem[4096:4352], pattern(256, 9)) {
 		t.Error("the new expectation did not place its first packet at its buffer")
 	}
