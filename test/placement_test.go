@@ -17,8 +17,8 @@ import (
 // of several sizes, at unaligned offsets, are byte-exact, and almost every
 // response is placed; then the same over a wire that drops, corrupts and
 // duplicates RoCEv2 frames, where the transport recovers what placement
-// gives up on. A write into the shared memory is checked too (its packets
-// after the responder announced it may be placed).
+// gives up on. Writes and sends into the shared memory are checked too
+// (they arrive whole), and a write and a read served from it (gathered).
 func TestPlacedReads(t *testing.T) {
 	for _, impaired := range []bool{false, true} {
 		name := "clean"
@@ -102,8 +102,8 @@ func testPlacedReads(t *testing.T, impaired bool) {
 		t.Fatalf("only %d of %d responses placed under impairment", placed, packets)
 	}
 
-	// A write into the shared memory, from the peer: correct whatever
-	// part of it was placed.
+	// A write into the shared memory, from the peer: it arrives whole (a
+	// write's rest is not announced: shmlink.End.Expect says why).
 	fill(b.buf.Bytes()[:2<<20], 9)
 	before = placedFrames(t, p.A)
 	wr := verbs.SendWR{Op: verbs.OpWrite, Flags: verbs.Signaled, SGL: sge(b.buf, 0, 2<<20), RemoteAddr: shared.Addr() + 333, RKey: shared.RKey(), ID: 99}
@@ -116,7 +116,37 @@ func testPlacedReads(t *testing.T, impaired bool) {
 	if !bytes.Equal(mem[333:333+2<<20], b.buf.Bytes()[:2<<20]) {
 		t.Fatal("the write's data is not in the shared memory")
 	}
-	t.Logf("write of 2 MiB: %d packets placed", placedFrames(t, p.A)-before)
+	if n := placedFrames(t, p.A) - before; n != 0 {
+		t.Fatalf("%d packets of a write placed: only reads are announced", n)
+	}
+
+	// Sends into receive buffers in shared memory: each lands whole in
+	// its own buffer, with its length, none of it placed.
+	sizes := []int{64 << 10, 1 << 20, 5000, 1024, 300_001}
+	before = placedFrames(t, p.A)
+	for i := range sizes {
+		if err := qa.PostRecv(&verbs.RecvWR{ID: uint64(i), SGL: sge(shared, 6<<20+i*(1<<20)/4, 1<<20)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, n := range sizes {
+		fill(b.buf.Bytes()[:n], uint64(20+i))
+		snd := verbs.SendWR{Op: verbs.OpSend, Flags: verbs.Signaled, SGL: sge(b.buf, 0, n), ID: uint64(200 + i)}
+		if err := qb.PostSend(&snd); err != nil {
+			t.Fatal(err)
+		}
+		if c := poll(t, a, b, b.scq, 1); c[0].Status != verbs.Success {
+			t.Fatalf("send %d: %v", i, c[0].Status)
+		}
+		c := poll(t, a, b, a.rcq, 1)[0]
+		off := 6<<20 + int(c.WRID)*(1<<20)/4
+		if c.Status != verbs.Success || c.WRID != uint64(i) || int(c.ByteLen) != n || !bytes.Equal(mem[off:off+n], b.buf.Bytes()[:n]) {
+			t.Fatalf("send %d of %d bytes: %v, receive %d of %d bytes, data equal %v", i, n, c.Status, c.WRID, c.ByteLen, bytes.Equal(mem[off:off+n], b.buf.Bytes()[:n]))
+		}
+	}
+	if n := placedFrames(t, p.A) - before; n != 0 {
+		t.Fatalf("%d packets of sends placed: only reads are announced", n)
+	}
 
 	// Sent from shared memory: A writes from it and B reads from it; A's
 	// daemon takes every data packet's payload from there (gathered), and

@@ -154,9 +154,9 @@ const pruneEvery = 1 << 16
 func (w *worker) place(a *app, e *shmlink.End, p *wire.Packet, f []byte) bool {
 	info := p.Info
 	switch p.Opcode {
-	case wire.RCReadResponseFirst, wire.RCReadResponseMiddle, wire.RCReadResponseLast, wire.RCReadResponseOnly,
-		wire.RCWriteMiddle, wire.RCWriteLast, wire.RCWriteLastImm,
-		wire.RCSendMiddle, wire.RCSendLast, wire.RCSendLastImm, wire.RCSendLastInv:
+	case wire.RCReadResponseFirst, wire.RCReadResponseMiddle, wire.RCReadResponseLast, wire.RCReadResponseOnly:
+		// Only a read's responses: the application announces nothing
+		// else (shmlink.End.Expect says why).
 	default:
 		return false
 	}

@@ -107,7 +107,13 @@ type Expectation struct {
 	PSN     uint32   // the first packet's PSN
 	Packets uint32   // how many packets
 	MTU     int      // payload bytes of every packet but the last
-	Buf     []byte   // where the payload goes, len = the total
+	// Responses is set when the packets answer this end's own request
+	// (a READ's responses): announced before the request leaves, so
+	// before any of them can arrive. The rest of a WRITE or SEND is
+	// announced after its first packets arrived, when later ones may be
+	// on their way to the transport already.
+	Responses bool
+	Buf       []byte // where the payload goes, len = the total
 }
 
 // Expecter is a Link whose device can place the payload of announced

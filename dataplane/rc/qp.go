@@ -322,12 +322,12 @@ func (q *QP) bth(f []byte, off int, op wire.Opcode, p psn.PSN, n int, ackReq, so
 }
 
 // expect tells b's link, if it places payloads (link.Expecter), that the
-// packets from PSN ps carry buf in order, a path MTU each; e holds the
-// announcement.
-func (q *QP) expect(b *link.Batch, e *link.Expectation, ps psn.PSN, buf []byte) {
+// packets from PSN ps carry buf in order, a path MTU each (responses to
+// this queue pair's own read when responses); e holds the announcement.
+func (q *QP) expect(b *link.Batch, e *link.Expectation, ps psn.PSN, buf []byte, responses bool) {
 	*e = link.Expectation{
 		Peer: q.path.Dst16(), PeerQPN: q.attr.DestQPN, QPN: q.qpn,
-		PSN: uint32(ps), Packets: npackets(uint32(len(buf)), q.mtu), MTU: q.mtu, Buf: buf,
+		PSN: uint32(ps), Packets: npackets(uint32(len(buf)), q.mtu), MTU: q.mtu, Buf: buf, Responses: responses,
 	}
 	b.Expect(e)
 }

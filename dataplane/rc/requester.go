@@ -509,7 +509,7 @@ func (r *requester) expectRead(q *QP, w *sendWQE, from psn.PSN, off uint32, b *l
 	if !ok || off >= uint32(len(buf)) {
 		return // elsewhere, or not to land at all: as without the link's help
 	}
-	q.expect(b, &r.exp, from, buf[off:])
+	q.expect(b, &r.exp, from, buf[off:], true)
 }
 
 // askAgain schedules a repeated request for what is missing from w's

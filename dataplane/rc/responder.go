@@ -536,7 +536,7 @@ func (s *responder) expect(q *QP, b *link.Batch) {
 		return
 	}
 	k := s.off / uint32(q.mtu) // packets placed: s.off is whole packets until the last
-	q.expect(b, &s.exp, s.expectFrom.Add(k), rest)
+	q.expect(b, &s.exp, s.expectFrom.Add(k), rest, false)
 }
 
 // readPacket sends the next packet of a read response and reports whether

@@ -180,14 +180,22 @@ func (e *End) Gathered(i int) (region uint32, at uint32, off uint64, n uint32, o
 	return d.region, d.at, d.off, d.n, true
 }
 
-// Expect announces x to the daemon when its buffer lies in a region
-// SetMemRegions named, in a slot of its own ahead of the frames sent
-// after it, and publishes at once (with frames queued before it). It
-// does nothing when the buffer is elsewhere, the ring is full, or a
-// TxBuf slot is lent: the frames then arrive whole, as usual.
+// Expect announces x to the daemon when it announces a READ's responses
+// and its buffer lies in a region SetMemRegions named, in a slot of its
+// own ahead of the frames sent after it (the read request), and
+// publishes at once (with frames queued before it). It does nothing when
+// the buffer is elsewhere, the ring is full, or a TxBuf slot is lent: the
+// frames then arrive whole, as usual.
+//
+// The rest of a WRITE or SEND is not announced: by the time the
+// transport has seen its first packet, the daemon may have passed later
+// ones to the ring already, and the expectation would then start behind
+// them and never end with its message; a duplicate of the message (the
+// requester sending it again after a lost ACK) could then be placed in
+// memory the application already had back.
 func (e *End) Expect(x *link.Expectation) {
 	rs := e.mem.Load()
-	if rs == nil || x.MTU <= 0 || x.Packets == 0 {
+	if !x.Responses || rs == nil || x.MTU <= 0 || x.Packets == 0 {
 		return
 	}
 	id, off, ok := regionOf(*rs, x.Buf)

@@ -17,14 +17,16 @@ func TestExpectAndPlace(t *testing.T) {
 	a, d := r.AppEnd(), r.DaemonEnd()
 	mem := make([]byte, 8192)
 	a.SetMemRegions([]MemRegion{{ID: 3, Mem: make([]byte, 64)}, {ID: 7, Mem: mem}})
-	x := link.Expectation{QPN: 0x1234, PSN: 0xfffffe, Packets: 3, MTU: 256, Peer: [16]byte{15: 9}, PeerQPN: 77, Buf: mem[1000:1700]}
+	x := link.Expectation{QPN: 0x1234, PSN: 0xfffffe, Packets: 3, MTU: 256, Peer: [16]byte{15: 9}, PeerQPN: 77, Buf: mem[1000:1700], Responses: true}
 	a.Expect(&x)
 	if n, err := a.Send([][]byte{frame(1, 512)}); n != 1 || err != nil {
 		t.Fatal(n, err)
 	}
 	// Outside every region, or past one's end: not announced.
-	a.Expect(&link.Expectation{QPN: 1, Packets: 1, MTU: 256, Buf: make([]byte, 10)})
-	a.Expect(&link.Expectation{QPN: 1, Packets: 1, MTU: 256, Buf: mem[8000:8100]})
+	a.Expect(&link.Expectation{QPN: 1, Packets: 1, MTU: 256, Buf: make([]byte, 10), Responses: true})
+	// The rest of a write or send: not announced (Expect says why).
+	a.Expect(&link.Expectation{QPN: 1, Packets: 1, MTU: 256, Buf: mem[2000:2100]})
+	a.Expect(&link.Expectation{QPN: 1, Packets: 1, MTU: 256, Buf: mem[8000:8100], Responses: true})
 	views := make([][]byte, 8)
 	if n := d.RecvZC(views); n != 3 {
 		t.Fatalf("daemon got %d slots, want 3", n)
@@ -103,7 +105,7 @@ func TestExpectNeedsAFreeSlot(t *testing.T) {
 	a, d := r.AppEnd(), r.DaemonEnd()
 	mem := make([]byte, 4096)
 	a.SetMemRegions([]MemRegion{{ID: 1, Mem: mem}})
-	x := link.Expectation{QPN: 1, Packets: 1, MTU: 256, Buf: mem[:100]}
+	x := link.Expectation{QPN: 1, Packets: 1, MTU: 256, Buf: mem[:100], Responses: true}
 	b := a.TxBuf()
 	a.Expect(&x)
 	copy(b, frame(0, 256))
@@ -165,7 +167,7 @@ func TestPlacementAllocs(t *testing.T) {
 	a, d := r.AppEnd(), r.DaemonEnd()
 	mem := make([]byte, 65536)
 	a.SetMemRegions([]MemRegion{{ID: 1, Mem: mem}})
-	x := link.Expectation{QPN: 1, Packets: 4, MTU: 1024, Buf: mem[4096:8192]}
+	x := link.Expectation{QPN: 1, Packets: 4, MTU: 1024, Buf: mem[4096:8192], Responses: true}
 	views := make([][]byte, 8)
 	allocs := testing.AllocsPerRun(1000, func() {
 		a.Expect(&x)
