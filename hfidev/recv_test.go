@@ -54,8 +54,8 @@ func kdethHeader(h []byte, from, to *Context, seq uint32, n int) {
 	f := abi.Header9BFields{
 		LNH: abi.LNHIBLocal, DLID: lid(to), SLID: lid(from),
 		PktLen: uint16((abi.Header9BSize+n)/4 + 1),
-		Opcode: 0xc0, PKey: 0xffff, QP: abi.KDETHQPPrefix<<16 | uint32(to.Info.Ctxt), PSN: seq,
-		KVer: abi.KDETHVersion, JKey: to.Base.JKey,
+		BTHKDETHFields: abi.BTHKDETHFields{Opcode: 0xc0, PKey: 0xffff, QP: abi.KDETHQPPrefix<<16 | uint32(to.Info.Ctxt), PSN: seq,
+			KVer: abi.KDETHVersion, JKey: to.Base.JKey},
 	}
 	f.SWData[0], f.SWData[1] = seq, uint32(n)
 	f.Encode(h)

@@ -142,9 +142,9 @@ func checkRHF(t *testing.T, v uint64) {
 // hfi1-abi.md §3 9B header and KDETH dword 0.
 func TestHeader9BKnown(t *testing.T) {
 	f := Header9BFields{VL: 1, LVer: 0, SL: 2, LNH: LNHIBLocal, DLID: 0x0102, PktLen: 0x011, SLID: 0x0304,
-		Opcode: 0xC4, SE: true, PadCnt: 3, TVer: 0, PKey: 0xffff, QP: 0x80_00_05, AckReq: true, PSN: 0x1234567,
-		KDETHOffset: 0x7fff, OM: true, TID: 0x3ff, TIDCtrl: 2, KDETHIntr: true, SH: false, KVer: KDETHVersion,
-		JKey: 0xbeef, HCRC: 0}
+		BTHKDETHFields: BTHKDETHFields{Opcode: 0xC4, SE: true, PadCnt: 3, TVer: 0, PKey: 0xffff, QP: 0x80_00_05, AckReq: true, PSN: 0x1234567,
+			KDETHOffset: 0x7fff, OM: true, TID: 0x3ff, TIDCtrl: 2, KDETHIntr: true, SH: false, KVer: KDETHVersion,
+			JKey: 0xbeef, HCRC: 0}}
 	f.SWData[6] = 0xdeadbeef
 	h := make(Header9B, Header9BSize)
 	f.Encode(h)

@@ -139,27 +139,13 @@ func (h Header9B) HCRC() uint16 { return h.BTHKDETH().HCRC() }
 // SWData returns software dword i (0..6) after the KDETH's first 8 bytes.
 func (h Header9B) SWData(i int) uint32 { return h.BTHKDETH().SWData(i) }
 
-// Header9BFields are a 9B header's fields, for building one with Encode.
+// Header9BFields are a 9B header's fields, for building one with Encode:
+// the LRH's, and the BTH and KDETH as a 16B header has them too.
 type Header9BFields struct {
 	VL, LVer, SL, LNH uint8
 	DLID, SLID        uint16
 	PktLen            uint16
-	Opcode            uint8
-	SE, MigReq        bool
-	PadCnt, TVer      uint8
-	PKey              uint16
-	FECN, BECN        bool
-	QP                uint32 // 24 bits
-	AckReq            bool
-	PSN               uint32 // 31 bits
-	KDETHOffset       uint16 // 15 bits
-	OM                bool
-	TID               uint16 // 10 bits
-	TIDCtrl           uint8
-	KDETHIntr, SH     bool
-	KVer              uint8
-	JKey, HCRC        uint16
-	SWData            [kdethSWDataN]uint32
+	BTHKDETHFields
 }
 
 // Encode writes the header into h, which must be at least Header9BSize
@@ -171,29 +157,14 @@ func (f *Header9BFields) Encode(h Header9B) {
 	be.PutUint16(h[2:], f.DLID)
 	be.PutUint16(h[4:], f.PktLen&0xfff)
 	be.PutUint16(h[6:], f.SLID)
-	t := f.bthKDETH()
-	t.Encode(h.BTHKDETH())
-}
-
-// bthKDETH is f's BTH and KDETH part.
-func (f *Header9BFields) bthKDETH() BTHKDETHFields {
-	return BTHKDETHFields{
-		Opcode: f.Opcode, SE: f.SE, MigReq: f.MigReq, PadCnt: f.PadCnt, TVer: f.TVer, PKey: f.PKey,
-		FECN: f.FECN, BECN: f.BECN, QP: f.QP, AckReq: f.AckReq, PSN: f.PSN,
-		KDETHOffset: f.KDETHOffset, OM: f.OM, TID: f.TID, TIDCtrl: f.TIDCtrl, KDETHIntr: f.KDETHIntr, SH: f.SH,
-		KVer: f.KVer, JKey: f.JKey, HCRC: f.HCRC, SWData: f.SWData,
-	}
+	f.BTHKDETHFields.Encode(h.BTHKDETH())
 }
 
 // Decode returns h's fields; h must pass Check.
 func (h Header9B) Decode() Header9BFields {
-	t := h.BTHKDETH().Decode()
 	return Header9BFields{
 		VL: h.VL(), LVer: h.LVer(), SL: h.SL(), LNH: h.LNH(),
 		DLID: h.DLID(), SLID: h.SLID(), PktLen: h.PktLen(),
-		Opcode: t.Opcode, SE: t.SE, MigReq: t.MigReq, PadCnt: t.PadCnt, TVer: t.TVer,
-		PKey: t.PKey, FECN: t.FECN, BECN: t.BECN, QP: t.QP, AckReq: t.AckReq, PSN: t.PSN,
-		KDETHOffset: t.KDETHOffset, OM: t.OM, TID: t.TID, TIDCtrl: t.TIDCtrl,
-		KDETHIntr: t.KDETHIntr, SH: t.SH, KVer: t.KVer, JKey: t.JKey, HCRC: t.HCRC, SWData: t.SWData,
+		BTHKDETHFields: h.BTHKDETH().Decode(),
 	}
 }

@@ -59,9 +59,9 @@ func TestPktLen16B(t *testing.T) {
 
 // BTHKDETH reads what Header9B reads, from either header.
 func TestBTHKDETHShared(t *testing.T) {
-	f := Header9BFields{Opcode: 0xf1, SE: true, MigReq: true, PadCnt: 2, TVer: 1, PKey: 0x7fff, FECN: true,
+	f := Header9BFields{BTHKDETHFields: BTHKDETHFields{Opcode: 0xf1, SE: true, MigReq: true, PadCnt: 2, TVer: 1, PKey: 0x7fff, FECN: true,
 		QP: 0x80_00_11, AckReq: true, PSN: 0x7654321, KDETHOffset: 0x123, TID: 0x155, TIDCtrl: 1, SH: true,
-		KVer: 1, JKey: 0x1234, HCRC: 0x5678, SWData: [7]uint32{1, 2, 3, 4, 5, 6, 7}}
+		KVer: 1, JKey: 0x1234, HCRC: 0x5678, SWData: [7]uint32{1, 2, 3, 4, 5, 6, 7}}}
 	h9 := make(Header9B, Header9BSize)
 	f.Encode(h9)
 	t9 := h9.BTHKDETH()
@@ -69,10 +69,7 @@ func TestBTHKDETHShared(t *testing.T) {
 	copy(h16.BTHKDETH(), t9)
 	for _, tr := range []BTHKDETH{t9, h16.BTHKDETH()} {
 		d := tr.Decode()
-		want := BTHKDETHFields{Opcode: f.Opcode, SE: f.SE, MigReq: f.MigReq, PadCnt: f.PadCnt, TVer: f.TVer,
-			PKey: f.PKey, FECN: f.FECN, BECN: f.BECN, QP: f.QP, AckReq: f.AckReq, PSN: f.PSN,
-			KDETHOffset: f.KDETHOffset, OM: f.OM, TID: f.TID, TIDCtrl: f.TIDCtrl, KDETHIntr: f.KDETHIntr, SH: f.SH,
-			KVer: f.KVer, JKey: f.JKey, HCRC: f.HCRC, SWData: f.SWData}
+		want := f.BTHKDETHFields
 		if d != want || tr.TIDOffset() != h9.TIDOffset() {
 			t.Errorf("%+v\nwant %+v", d, want)
 		}

@@ -34,7 +34,7 @@ func TestTIDEntryFor(t *testing.T) {
 // keeps Intr, SH and KVer; TIDOffset reads the byte offset back.
 func TestSetKDETHTID(t *testing.T) {
 	h := make(Header9B, Header9BSize)
-	(&Header9BFields{KVer: KDETHVersion, SH: true, KDETHIntr: true, KDETHOffset: 0x7fff, OM: true}).Encode(h)
+	(&Header9BFields{BTHKDETHFields: BTHKDETHFields{KVer: KDETHVersion, SH: true, KDETHIntr: true, KDETHOffset: 0x7fff, OM: true}}).Encode(h)
 	for _, tc := range []struct {
 		e   TIDEntry
 		off int

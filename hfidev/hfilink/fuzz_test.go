@@ -42,11 +42,11 @@ func fuzzLinkWith(tb testing.TB, h16 bool) *Link {
 func FuzzRebuild(f *testing.F) {
 	l := fuzzLink(f)
 	h := make([]byte, abi.Header9BSize)
-	(&abi.Header9BFields{Opcode: TunnelOpcode, SLID: 2, SWData: [7]uint32{TunnelMark | 4, 0x1234}}).Encode(h)
+	(&abi.Header9BFields{SLID: 2, BTHKDETHFields: abi.BTHKDETHFields{Opcode: TunnelOpcode, SWData: [7]uint32{TunnelMark | 4, 0x1234}}}).Encode(h)
 	f.Add(h, []byte("payload!"), 100, false)
 	f.Add(h[:40], []byte{}, 0, false)
 	g := make([]byte, abi.Header9BSize)
-	(&abi.Header9BFields{Opcode: TunnelOpcode, SLID: 2, SWData: [7]uint32{GrantMark, 0x1234, 7, 3, 4096, 2}}).Encode(g)
+	(&abi.Header9BFields{SLID: 2, BTHKDETHFields: abi.BTHKDETHFields{Opcode: TunnelOpcode, SWData: [7]uint32{GrantMark, 0x1234, 7, 3, 4096, 2}}}).Encode(g)
 	f.Add(g, []byte{1, 0, 0x10, 0, 1, 0, 0x20, 0}, 100, false)
 	f.Add(h, []byte{}, 8000, true)
 	f.Fuzz(func(t *testing.T, hdr, payload []byte, room int, expected bool) {
@@ -164,8 +164,8 @@ func FuzzRebuildPlaced(f *testing.F) {
 	}
 	s := l.exp.sinks[0]
 	h := make([]byte, abi.Header9BSize)
-	hf := abi.Header9BFields{Opcode: TunnelOpcode, SLID: 2, PSN: first + 3, PktLen: (abi.Header9BSize + 4096 + 4) / 4,
-		SWData: [7]uint32{TunnelMark | uint32(wire.RCReadResponseMiddle), qpn}}
+	hf := abi.Header9BFields{SLID: 2, PktLen: (abi.Header9BSize + 4096 + 4) / 4, BTHKDETHFields: abi.BTHKDETHFields{Opcode: TunnelOpcode, PSN: first + 3,
+		SWData: [7]uint32{TunnelMark | uint32(wire.RCReadResponseMiddle), qpn}}}
 	hf.Encode(h)
 	abi.Header9B(h).SetKDETHTID(s.mp.m.Entries[0], 3*4096)
 	// The seed carries the right ICRC, so that it is placed.

@@ -151,8 +151,8 @@ func TestDrops(t *testing.T) {
 	// the tunnel's opcode from an unknown LID.
 	ctxA := a.Context()
 	for _, f := range []abi.Header9BFields{
-		{Opcode: 0xc0, SLID: 1},
-		{Opcode: hfilink.TunnelOpcode, SLID: 9, SWData: [7]uint32{hfilink.TunnelMark}},
+		{SLID: 1, BTHKDETHFields: abi.BTHKDETHFields{Opcode: 0xc0}},
+		{SLID: 9, BTHKDETHFields: abi.BTHKDETHFields{Opcode: hfilink.TunnelOpcode, SWData: [7]uint32{hfilink.TunnelMark}}},
 	} {
 		f.LNH, f.DLID, f.PktLen, f.KVer, f.JKey = abi.LNHIBLocal, 2, abi.Header9BSize/4+1, abi.KDETHVersion, ctxA.Base.JKey
 		f.QP = abi.KDETHQPPrefix<<16 | uint32(m.Nodes[1].Ctxts[0])

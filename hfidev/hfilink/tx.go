@@ -216,9 +216,8 @@ func (l *Link) encode(to *peer, n int, t *abi.BTHKDETHFields, entropy uint16) []
 		return l.hdr[:abi.Header16BSize]
 	}
 	h := abi.Header9BFields{LNH: abi.LNHIBLocal, DLID: to.lid, SLID: l.selfLID,
-		PktLen: uint16((abi.Header9BSize + n + abi.ICRCSize) / 4)}
+		PktLen: uint16((abi.Header9BSize + n + abi.ICRCSize) / 4), BTHKDETHFields: *t}
 	h.Encode(l.hdr[:])
-	t.Encode(abi.Header9B(l.hdr[:]).BTHKDETH())
 	return l.hdr[:abi.Header9BSize]
 }
 

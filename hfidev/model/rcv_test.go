@@ -13,7 +13,7 @@ func kdeth(cfg *Config, ctxt uint16, n int, fill byte) []byte {
 	pkt := make([]byte, abi.Header9BSize+n)
 	f := abi.Header9BFields{
 		LNH: abi.LNHIBLocal, DLID: cfg.LID, SLID: 7, PktLen: uint16(len(pkt)/4 + 1),
-		Opcode: 0xc0, QP: abi.KDETHQPPrefix<<16 | uint32(ctxt), KVer: abi.KDETHVersion, JKey: cfg.JKey,
+		BTHKDETHFields: abi.BTHKDETHFields{Opcode: 0xc0, QP: abi.KDETHQPPrefix<<16 | uint32(ctxt), KVer: abi.KDETHVersion, JKey: cfg.JKey},
 	}
 	f.Encode(pkt)
 	for i := range n {

@@ -29,8 +29,8 @@ func sdmaReq(cfg *Config, ctxt, slot uint16, frag int, lens ...int) [][]byte {
 	t := abi.PktHeader(iov[0][abi.SDMAReqInfoSize:])
 	t.SetPBC((&abi.PBCFields{LengthDWs: lrh + 1}).Encode(cfg.Chip))
 	f := abi.Header9BFields{
-		LNH: abi.LNHIBLocal, DLID: cfg.LID, SLID: cfg.LID, PktLen: lrh, Opcode: 0xc0, PKey: 0xffff,
-		QP: abi.KDETHQPPrefix<<16 | uint32(ctxt), PSN: 100, KVer: abi.KDETHVersion, JKey: cfg.JKey,
+		LNH: abi.LNHIBLocal, DLID: cfg.LID, SLID: cfg.LID, PktLen: lrh, BTHKDETHFields: abi.BTHKDETHFields{Opcode: 0xc0, PKey: 0xffff,
+			QP: abi.KDETHQPPrefix<<16 | uint32(ctxt), PSN: 100, KVer: abi.KDETHVersion, JKey: cfg.JKey},
 	}
 	f.Encode(t.Header())
 	return iov
