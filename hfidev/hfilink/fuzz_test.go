@@ -58,18 +58,27 @@ func FuzzRebuild(f *testing.F) {
 		if expected {
 			p.Fields.RcvType, p.Payload = abi.RcvTypeExpected, nil
 		}
-		n, _ := l.rebuild(p, buf)
-		if n < 0 || n > len(buf) {
-			t.Fatalf("%d bytes into %d", n, len(buf))
-		}
-		if n == 0 {
-			return
-		}
-		var pkt wire.Packet
-		if pkt.Parse(buf[:n]) == nil && (uint32(pkt.Opcode) != p.Header.SWData(0)&0xff || pkt.BTH().DestQP() != p.Header.SWData(1)&0xffffff) {
-			t.Fatalf("opcode %v QPN %d from software dwords %#x %#x", pkt.Opcode, pkt.BTH().DestQP(), p.Header.SWData(0), p.Header.SWData(1))
-		}
+		rebuildChecked(t, l, p, buf, p.Header.BTHKDETH())
 	})
+}
+
+// rebuildChecked rebuilds p into buf and fails t if the frame runs past
+// buf or, parsed, does not carry the opcode and QPN that the software
+// dwords of tr (p's BTH and KDETH) name; it returns the frame's length.
+func rebuildChecked(t *testing.T, l *Link, p *hfidev.Packet, buf []byte, tr abi.BTHKDETH) int {
+	t.Helper()
+	n, _ := l.rebuild(p, buf)
+	if n < 0 || n > len(buf) {
+		t.Fatalf("%d bytes into %d", n, len(buf))
+	}
+	if n == 0 {
+		return 0
+	}
+	var pkt wire.Packet
+	if pkt.Parse(buf[:n]) == nil && (uint32(pkt.Opcode) != tr.SWData(0)&0xff || pkt.BTH().DestQP() != tr.SWData(1)&0xffffff) {
+		t.Fatalf("opcode %v QPN %d from software dwords %#x %#x", pkt.Opcode, pkt.BTH().DestQP(), tr.SWData(0), tr.SWData(1))
+	}
+	return n
 }
 
 // FuzzRebuild16B is FuzzRebuild for 16B entries (a 16B header, the
@@ -96,16 +105,9 @@ func FuzzRebuild16B(f *testing.F) {
 			p.Fields.RcvType, p.Payload = abi.RcvTypeExpected, nil
 		}
 		tr := p.Header16B.BTHKDETH()
-		n, _ := l.rebuild(p, buf)
-		if n < 0 || n > len(buf) {
-			t.Fatalf("%d bytes into %d", n, len(buf))
-		}
+		n := rebuildChecked(t, l, p, buf, tr)
 		if n == 0 {
 			return
-		}
-		var pkt wire.Packet
-		if pkt.Parse(buf[:n]) == nil && (uint32(pkt.Opcode) != tr.SWData(0)&0xff || pkt.BTH().DestQP() != tr.SWData(1)&0xffffff) {
-			t.Fatalf("opcode %v QPN %d from software dwords %#x %#x", pkt.Opcode, pkt.BTH().DestQP(), tr.SWData(0), tr.SWData(1))
 		}
 		if !expected && n > wire.EthernetSize+wire.IPv6Size+wire.UDPSize+wire.BTHSize+len(payload)-int(tr.SWData(5))+wire.ICRCSize {
 			t.Fatalf("a %d-byte frame from %d payload bytes, %d of padding", n, len(payload), tr.SWData(5))
