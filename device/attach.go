@@ -117,7 +117,7 @@ func Attach(iface string, o OpenOptions) (*Device, error) {
 		c.Close()
 		return nil, err
 	}
-	d := NewWorkers(links, Options{Name: ai.Iface, MAC: ai.MAC, GIDs: ai.GIDs, MTU: ai.MTU, Resolve: resolve, Registrar: cl, CPUs: o.CPUs,
+	d := NewWorkers(links, Options{Name: ai.Iface, MAC: ai.MAC, GIDs: ai.GIDs, MTU: ai.MTU, Resolve: resolve, Registrar: cl, CPUs: o.CPUs, Loopback: true,
 		Pace: attachedPace()})
 	d.closers = append(d.closers, cl.close)
 	d.closers = append(d.closers, debugClosers...)

@@ -145,69 +145,77 @@ func TestRCOverXDP(t *testing.T) {
 		t.Run(map[int]string{1500: "mtu1500", 9000: "mtu9000-multibuffer"}[mtu], func(t *testing.T) {
 			p := setup(t, netnstest.Options{MTU: mtu}, false)
 			up(t, p.A, p.B)
-			a, b := open(t, p.A), open(t, p.B)
-			qa, qb := rcPair(t, a, b, verbs.NewRecvQueue(256), verbs.NewRecvQueue(256))
-			for i, n := range []int{0, 1, 1000, 4096, 65536, 1 << 20} {
-				src := a.buf.Bytes()[:n]
-				fill(src, uint64(i))
-				clear(b.buf.Bytes()[:n])
-				if err := qb.PostRecv(&verbs.RecvWR{ID: uint64(i), SGL: sge(b.buf, 0, 1<<20)}); err != nil {
-					t.Fatal(err)
-				}
-				wrs := []verbs.SendWR{
-					{Op: verbs.OpSendImm, Imm: uint32(i), SGL: sge(a.buf, 0, n)},
-					{Op: verbs.OpWrite, SGL: sge(a.buf, 0, n), RemoteAddr: b.buf.Addr() + 2<<20, RKey: b.buf.RKey()},
-					{Op: verbs.OpRead, SGL: sge(a.buf, 2<<20, n), RemoteAddr: b.buf.Addr() + 2<<20, RKey: b.buf.RKey()},
-				}
-				for k := range wrs {
-					wrs[k].ID, wrs[k].Flags = uint64(k), verbs.Signaled
-					if err := qa.PostSend(&wrs[k]); err != nil {
-						t.Fatal(err)
-					}
-				}
-				for k, c := range poll(t, a, b, a.scq, 3) {
-					if c.Status != verbs.Success || c.WRID != uint64(k) {
-						t.Fatalf("size %d: completion %+v", n, c)
-					}
-				}
-				rc := poll(t, a, b, b.rcq, 1)[0]
-				if rc.Status != verbs.Success || rc.ByteLen != uint32(n) || rc.Imm != uint32(i) {
-					t.Fatalf("size %d: receive %+v", n, rc)
-				}
-				if !bytes.Equal(b.buf.Bytes()[:n], src) || !bytes.Equal(b.buf.Bytes()[2<<20:2<<20+n], src) || !bytes.Equal(a.buf.Bytes()[2<<20:2<<20+n], src) {
-					t.Fatalf("size %d: data differs after send/write/read", n)
-				}
-			}
-			// Atomics.
-			word := b.buf.Bytes()[3<<20 : 3<<20+8]
-			binary.NativeEndian.PutUint64(word, 10)
-			for k, wr := range []verbs.SendWR{
-				{Op: verbs.OpFetchAdd, CompareAdd: 5},
-				{Op: verbs.OpCmpSwap, CompareAdd: 15, Swap: 99},
-			} {
-				wr.Flags, wr.SGL, wr.RemoteAddr, wr.RKey = verbs.Signaled, sge(a.buf, 3<<20, 8), b.buf.Addr()+3<<20, b.buf.RKey()
-				if err := qa.PostSend(&wr); err != nil {
-					t.Fatal(err)
-				}
-				if c := poll(t, a, b, a.scq, 1)[0]; c.Status != verbs.Success {
-					t.Fatalf("atomic %d: %+v", k, c)
-				}
-				if got, want := binary.NativeEndian.Uint64(a.buf.Bytes()[3<<20:]), []uint64{10, 15}[k]; got != want {
-					t.Fatalf("atomic %d returned %d, want %d", k, got, want)
-				}
-			}
-			if v := binary.NativeEndian.Uint64(word); v != 99 {
-				t.Fatalf("remote word %d, want 99", v)
-			}
-			// A bad rkey gets the IBTA NAK over the wire too.
-			bad := verbs.SendWR{ID: 9, Op: verbs.OpWrite, Flags: verbs.Signaled, SGL: sge(a.buf, 0, 8), RemoteAddr: b.buf.Addr(), RKey: b.buf.RKey() ^ 0x10000}
-			if err := qa.PostSend(&bad); err != nil {
+			checkRCOps(t, open(t, p.A), open(t, p.B), 0, 0)
+		})
+	}
+}
+
+// checkRCOps runs every RC operation from a queue pair on worker wa of a
+// to one on worker wb of b, with the data checked at the far end: send
+// with immediate, write, read (0 B to 1 MiB), both atomics, and a write
+// under a bad rkey, which gets the IBTA NAK.
+func checkRCOps(t *testing.T, a, b *end, wa, wb int) {
+	t.Helper()
+	qa, qb := rcPairOn(t, a, b, verbs.NewRecvQueue(256), verbs.NewRecvQueue(256), wa, wb)
+	for i, n := range []int{0, 1, 1000, 4096, 65536, 1 << 20} {
+		src := a.buf.Bytes()[:n]
+		fill(src, uint64(i))
+		clear(b.buf.Bytes()[:n])
+		if err := qb.PostRecv(&verbs.RecvWR{ID: uint64(i), SGL: sge(b.buf, 0, 1<<20)}); err != nil {
+			t.Fatal(err)
+		}
+		wrs := []verbs.SendWR{
+			{Op: verbs.OpSendImm, Imm: uint32(i), SGL: sge(a.buf, 0, n)},
+			{Op: verbs.OpWrite, SGL: sge(a.buf, 0, n), RemoteAddr: b.buf.Addr() + 2<<20, RKey: b.buf.RKey()},
+			{Op: verbs.OpRead, SGL: sge(a.buf, 2<<20, n), RemoteAddr: b.buf.Addr() + 2<<20, RKey: b.buf.RKey()},
+		}
+		for k := range wrs {
+			wrs[k].ID, wrs[k].Flags = uint64(k), verbs.Signaled
+			if err := qa.PostSend(&wrs[k]); err != nil {
 				t.Fatal(err)
 			}
-			if c := poll(t, a, b, a.scq, 1)[0]; c.Status != verbs.RemAccessErr {
-				t.Fatalf("bad rkey: %+v", c)
+		}
+		for k, c := range poll(t, a, b, a.scq, 3) {
+			if c.Status != verbs.Success || c.WRID != uint64(k) {
+				t.Fatalf("size %d: completion %+v", n, c)
 			}
-		})
+		}
+		rc := poll(t, a, b, b.rcq, 1)[0]
+		if rc.Status != verbs.Success || rc.ByteLen != uint32(n) || rc.Imm != uint32(i) {
+			t.Fatalf("size %d: receive %+v", n, rc)
+		}
+		if !bytes.Equal(b.buf.Bytes()[:n], src) || !bytes.Equal(b.buf.Bytes()[2<<20:2<<20+n], src) || !bytes.Equal(a.buf.Bytes()[2<<20:2<<20+n], src) {
+			t.Fatalf("size %d: data differs after send/write/read", n)
+		}
+	}
+	// Atomics.
+	word := b.buf.Bytes()[3<<20 : 3<<20+8]
+	binary.NativeEndian.PutUint64(word, 10)
+	for k, wr := range []verbs.SendWR{
+		{Op: verbs.OpFetchAdd, CompareAdd: 5},
+		{Op: verbs.OpCmpSwap, CompareAdd: 15, Swap: 99},
+	} {
+		wr.Flags, wr.SGL, wr.RemoteAddr, wr.RKey = verbs.Signaled, sge(a.buf, 3<<20, 8), b.buf.Addr()+3<<20, b.buf.RKey()
+		if err := qa.PostSend(&wr); err != nil {
+			t.Fatal(err)
+		}
+		if c := poll(t, a, b, a.scq, 1)[0]; c.Status != verbs.Success {
+			t.Fatalf("atomic %d: %+v", k, c)
+		}
+		if got, want := binary.NativeEndian.Uint64(a.buf.Bytes()[3<<20:]), []uint64{10, 15}[k]; got != want {
+			t.Fatalf("atomic %d returned %d, want %d", k, got, want)
+		}
+	}
+	if v := binary.NativeEndian.Uint64(word); v != 99 {
+		t.Fatalf("remote word %d, want 99", v)
+	}
+	// A bad rkey gets the IBTA NAK over the wire too.
+	bad := verbs.SendWR{ID: 9, Op: verbs.OpWrite, Flags: verbs.Signaled, SGL: sge(a.buf, 0, 8), RemoteAddr: b.buf.Addr(), RKey: b.buf.RKey() ^ 0x10000}
+	if err := qa.PostSend(&bad); err != nil {
+		t.Fatal(err)
+	}
+	if c := poll(t, a, b, a.scq, 1)[0]; c.Status != verbs.RemAccessErr {
+		t.Fatalf("bad rkey: %+v", c)
 	}
 }
 
@@ -215,7 +223,13 @@ func TestRCOverXDP(t *testing.T) {
 func TestUDOverXDP(t *testing.T) {
 	p := setup(t, netnstest.Options{}, false)
 	up(t, p.A, p.B)
-	a, b := open(t, p.A), open(t, p.B)
+	checkUD(t, open(t, p.A), open(t, p.B))
+}
+
+// checkUD sends 20 datagrams with immediates from a to b and checks
+// them, and the sender's address and QPN, at b.
+func checkUD(t *testing.T, a, b *end) {
+	t.Helper()
 	const qkey = 0x1234
 	qa, err := a.d.NewUD(device.QPConfig{SendCQ: a.scq, RecvCQ: a.rcq, RQ: verbs.NewRecvQueue(64)}, qkey)
 	if err != nil {
@@ -244,7 +258,7 @@ func TestUDOverXDP(t *testing.T) {
 	}
 	for _, c := range poll(t, a, b, b.rcq, 20) {
 		i := int(c.WRID)
-		if c.Status != verbs.Success || c.ByteLen != ud.GRHSize+1000 || c.SrcQP != qa.QPN() || c.Imm != uint32(i) || netip.AddrFrom16(c.SrcGID).Unmap() != p.A.Addr.Addr() {
+		if c.Status != verbs.Success || c.ByteLen != ud.GRHSize+1000 || c.SrcQP != qa.QPN() || c.Imm != uint32(i) || netip.AddrFrom16(c.SrcGID).Unmap() != a.h.Addr.Addr() {
 			t.Fatalf("receive %+v", c)
 		}
 		if !bytes.Equal(b.buf.Bytes()[i*2048+ud.GRHSize:i*2048+ud.GRHSize+1000], a.buf.Bytes()[i*1024:i*1024+1000]) {

@@ -325,8 +325,8 @@ func cmdStats(args []string, stdout, _ io.Writer) error {
 func printDaemon(w io.Writer, d *daemonapi.Stats, indent string) {
 	fmt.Fprintf(w, "%sdaemon:\t\t\tpid %d (since %s), %d application(s)\n", indent, d.PID, d.Since.Format(time.RFC3339), len(d.Apps))
 	for _, k := range d.Workers {
-		fmt.Fprintf(w, "%s\tworker[%d]: rx %d tx %d unknown_qpn %d malformed %d ring_full %d tx_stalls %d sleeps %d cm_rejects %d\n",
-			indent, k.Queue, k.RxFrames, k.TxFrames, k.Unknown, k.Malformed, k.RingFulls, k.TxStalls, k.Sleeps, k.CMRejects)
+		fmt.Fprintf(w, "%s\tworker[%d]: rx %d tx %d looped %d unknown_qpn %d malformed %d ring_full %d tx_stalls %d sleeps %d cm_rejects %d\n",
+			indent, k.Queue, k.RxFrames, k.TxFrames, k.Looped, k.Unknown, k.Malformed, k.RingFulls, k.TxStalls, k.Sleeps, k.CMRejects)
 	}
 	for _, a := range d.Apps {
 		fmt.Fprintf(w, "%s\tapp[%d]: pid %d uid %d %q, %d QPs, %d connections, %d shared memory regions (%d bytes), rx %d (placed %d) tx %d (gathered %d) denied %d dropped %d\n",

@@ -183,9 +183,17 @@ func (w *worker) rejectUnrouted(p *wire.Packet) {
 		ibcm.FormatIssuedREJ(out, m, mad.RejectInvalidServiceID, mad.MsgREQ)
 	}
 	path.Finish(f)
+	w.c.rejected.Add(1)
+	if err := w.lpkt.Parse(f); err == nil && w.local(&w.lpkt) {
+		// The request came from an application on this device.
+		w.c.looped.Add(1)
+		w.looped = true
+		w.deliver(&w.lpkt, f)
+		w.sock.TxSubmit(0)
+		return
+	}
 	w.sock.TxSubmit(len(f))
 	w.c.tx.Add(1)
-	w.c.rejected.Add(1)
 }
 
 // detachCM forgets a detaching application's RDMA-CM state (d.mu held).

@@ -28,6 +28,7 @@ var (
 	descVerdicts   = desc("classifier_frames_total", "Frames the XDP classifier judged, by verdict.", "iface", "verdict")
 	descWorkerRx   = desc("worker_rx_frames_total", "Frames a daemon worker took from its queue's AF_XDP socket.", "iface", "queue")
 	descWorkerTx   = desc("worker_tx_frames_total", "Frames a daemon worker sent on its queue's AF_XDP socket.", "iface", "queue")
+	descWorkerLoop = desc("worker_looped_frames_total", "Frames from one application on the device to another (or itself) that a daemon worker switched between their rings instead of sending them.", "iface", "queue")
 	descWorkerDrop = desc("worker_dropped_frames_total", "Frames a daemon worker dropped, by reason.", "iface", "queue", "reason")
 	descWorkerIdle = desc("worker_sleeps_total", "Times a daemon worker slept idle.", "iface", "queue")
 	descCMRejects  = desc("cm_rejects_total", "RDMA-CM connection requests no application took, rejected by the daemon (REJ Invalid Service ID, or SIDR_REP Unsupported).", "iface", "queue")
@@ -41,7 +42,7 @@ var (
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descVerdicts, descWorkerRx, descWorkerTx, descWorkerDrop, descWorkerIdle, descCMRejects, descApps, descAppQPs, descAppMem, descAppFrames, descAppDrop, descAppPlaced, descTransport} {
+	for _, d := range []*prometheus.Desc{descVerdicts, descWorkerRx, descWorkerTx, descWorkerLoop, descWorkerDrop, descWorkerIdle, descCMRejects, descApps, descAppQPs, descAppMem, descAppFrames, descAppDrop, descAppPlaced, descTransport} {
 		ch <- d
 	}
 }
@@ -66,6 +67,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		q := strconv.Itoa(w.Queue)
 		counter(descWorkerRx, w.RxFrames, iface, q)
 		counter(descWorkerTx, w.TxFrames, iface, q)
+		counter(descWorkerLoop, w.Looped, iface, q)
 		counter(descWorkerDrop, w.Unknown, iface, q, "unknown_qpn")
 		counter(descWorkerDrop, w.Malformed, iface, q, "malformed")
 		counter(descWorkerDrop, w.RingFulls, iface, q, "ring_full")

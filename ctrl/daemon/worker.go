@@ -38,7 +38,9 @@ type worker struct {
 
 	passes atomic.Uint64
 	c      workerCounters
-	gsiPSN psn.PSN // of the REJs the daemon sends from QP1
+	gsiPSN psn.PSN     // of the REJs the daemon sends from QP1
+	lpkt   wire.Packet // a REJ for an application on this device
+	looped bool        // this pass delivered a frame between applications
 
 	// Placement (place.go): the live expectations by QPN, how many,
 	// and the time (ns since epoch) as of this pass, kept while any live.
@@ -49,7 +51,7 @@ type worker struct {
 }
 
 type workerCounters struct {
-	rx, tx, unknown, malformed, sleeps, stalls, ringFull, rejected atomic.Uint64
+	rx, tx, unknown, malformed, sleeps, stalls, ringFull, rejected, looped atomic.Uint64
 }
 
 func newWorker(d *Daemon, q int, s *xsk.Socket) (*worker, error) {
@@ -83,7 +85,7 @@ func (w *worker) quiesce() {
 func (w *worker) stats() daemonapi.WorkerStats {
 	return daemonapi.WorkerStats{Queue: w.q, RxFrames: w.c.rx.Load(), TxFrames: w.c.tx.Load(), Unknown: w.c.unknown.Load(),
 		Malformed: w.c.malformed.Load(), Sleeps: w.c.sleeps.Load(), Passes: w.passes.Load(), TxStalls: w.c.stalls.Load(),
-		RingFulls: w.c.ringFull.Load(), CMRejects: w.c.rejected.Load()}
+		RingFulls: w.c.ringFull.Load(), CMRejects: w.c.rejected.Load(), Looped: w.c.looped.Load()}
 }
 
 // Idle pacing: spin, then yield the CPU (sched_yield(2): the worker's
@@ -146,6 +148,10 @@ func (w *worker) run(ctx context.Context) error {
 				did = true
 			}
 		}
+		if w.looped {
+			w.looped = false
+			w.publish(*apps)
+		}
 		if err := w.sock.Flush(); err != nil {
 			return err
 		}
@@ -176,50 +182,94 @@ func (w *worker) receive(apps []*app) bool {
 			w.c.malformed.Add(1)
 			continue
 		}
-		qpn := w.pkt.BTH().DestQP()
-		if qpn >= uint32(len(w.d.owner)) {
-			w.c.unknown.Add(1)
-			continue
-		}
-		var a *app
-		if qpn == engine.GSIQPN {
-			if a = w.d.cm.Load().routeMAD(w.pkt.Payload); a == nil {
-				w.rejectUnrouted(&w.pkt)
-			}
-		} else {
-			a = w.d.owner[qpn].Load()
-		}
-		if a == nil {
-			w.c.unknown.Add(1)
-			continue
-		}
-		e := a.ends[w.q]
-		if w.nexp > 0 && w.place(a, e, &w.pkt, f) {
-			a.st[w.q].rx.Add(1)
-			a.st[w.q].placed.Add(1)
-			a.st[w.q].touched = true
-			continue
-		}
-		buf := e.TxBuf()
-		if buf == nil || len(f) > len(buf) {
-			w.c.ringFull.Add(1)
-			a.st[w.q].dropped.Add(1)
-			continue
-		}
-		e.TxSubmit(copy(buf, f))
-		a.st[w.q].rx.Add(1)
-		a.st[w.q].touched = true
+		w.deliver(&w.pkt, f)
 	}
 	// Publish first: the applications wait for these frames, the kernel
 	// has chunks to spare.
+	w.publish(apps)
+	w.sock.ReleaseRx()
+	return true
+}
+
+// deliver hands frame f, parsed in p, to the application that owns its
+// destination queue pair (for QP1, the one its RDMA-CM message is for):
+// its payload placed where the application expects it, or the frame
+// copied whole onto the application's ring for this queue. A frame for
+// no application is counted and dropped. The rings are published later,
+// by publish.
+func (w *worker) deliver(p *wire.Packet, f []byte) {
+	qpn := p.BTH().DestQP()
+	if qpn >= uint32(len(w.d.owner)) {
+		w.c.unknown.Add(1)
+		return
+	}
+	var a *app
+	if qpn == engine.GSIQPN {
+		if a = w.d.cm.Load().routeMAD(p.Payload); a == nil {
+			w.rejectUnrouted(p)
+		}
+	} else {
+		a = w.d.owner[qpn].Load()
+	}
+	if a == nil {
+		w.c.unknown.Add(1)
+		return
+	}
+	e := a.ends[w.q]
+	if w.nexp > 0 && w.place(a, e, p, f) {
+		a.st[w.q].rx.Add(1)
+		a.st[w.q].placed.Add(1)
+		a.st[w.q].touched = true
+		return
+	}
+	buf := e.TxBuf()
+	if buf == nil || len(f) > len(buf) {
+		w.c.ringFull.Add(1)
+		a.st[w.q].dropped.Add(1)
+		return
+	}
+	e.TxSubmit(copy(buf, f))
+	a.st[w.q].rx.Add(1)
+	a.st[w.q].touched = true
+}
+
+// publish makes the frames delivered to the applications' rings in this
+// pass visible to them.
+func (w *worker) publish(apps []*app) {
 	for _, a := range apps {
 		if c := &a.st[w.q]; c.touched {
 			c.touched = false
 			_ = a.ends[w.q].Flush()
 		}
 	}
-	w.sock.ReleaseRx()
-	return true
+}
+
+// local reports whether the frame parsed in p is addressed to this
+// device itself (its MAC and one of its addresses): a frame from one
+// application on the device to another, or to itself, that the NIC would
+// carry away and never bring back. The worker switches such frames
+// between the rings, as a NIC's loopback does (and Linux's rxe, for a
+// destination that is a local address).
+func (w *worker) local(p *wire.Packet) bool {
+	if p.Ethernet().Dst() != w.d.mac {
+		return false
+	}
+	dst := p.Dst().Unmap()
+	for _, g := range w.d.srcs {
+		if g == dst {
+			return true
+		}
+	}
+	return false
+}
+
+// loop delivers frame c, which application a sent and which is parsed in
+// w.pkt and addressed to this device, to the application it is for.
+func (w *worker) loop(a *app, c []byte) {
+	w.c.looped.Add(1)
+	a.st[w.q].tx.Add(1)
+	w.looped = true
+	w.deliver(&w.pkt, c)
 }
 
 // transmit moves what application a put on its ring for this queue to
@@ -248,12 +298,17 @@ func (w *worker) transmit(a *app) bool {
 			}
 			continue
 		}
-		if len(f) > w.sock.TxBufSize() {
-			// A multi-buffer frame: checked in a private copy, then sent
-			// (copied again) by Send.
+		if len(f) > w.sock.TxBufSize() || toMAC(f, w.d.mac) {
+			// A multi-buffer frame, or one for this device itself:
+			// checked in a private copy, then sent (copied again) by
+			// Send or delivered to the application it is for.
 			c, ok := w.frameOf(a, e, i, f, w.big)
 			if !ok || !w.allowed(a, c, peers) {
 				a.st[w.q].denied.Add(1)
+				continue
+			}
+			if w.local(&w.pkt) {
+				w.loop(a, c)
 				continue
 			}
 			if k, _ := w.sock.Send([][]byte{c}); k == 1 {
@@ -278,6 +333,13 @@ func (w *worker) transmit(a *app) bool {
 	w.c.tx.Add(uint64(sent))
 	a.st[w.q].tx.Add(uint64(sent))
 	return true
+}
+
+// toMAC reports whether Ethernet frame f is addressed to mac. It reads
+// the application's ring, which may change under it: only a hint, checked
+// again in the worker's copy.
+func toMAC(f []byte, mac [6]byte) bool {
+	return len(f) >= 6 && [6]byte(f[:6]) == mac
 }
 
 // frameOf copies frame f, view i of a's ring e, into dst (which holds

@@ -213,6 +213,7 @@ type WorkerStats struct {
 	TxStalls  uint64 `json:"tx_stalls"`  // passes that found the NIC's tx ring full
 	RingFulls uint64 `json:"ring_fulls"` // frames dropped on an application's full ring
 	CMRejects uint64 `json:"cm_rejects"` // RDMA-CM requests no application took, rejected by the daemon
+	Looped    uint64 `json:"looped"`     // frames between applications on the device, switched without the NIC
 }
 
 // AppStats describe an attached application.

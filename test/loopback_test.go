@@ -1,0 +1,171 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/softfabric/softfabric/dataplane/verbs"
+	"github.com/softfabric/softfabric/device"
+	"github.com/softfabric/softfabric/internal/netnstest"
+)
+
+// loopTotals sums what h's daemon's workers switched between its
+// applications and sent to the NIC.
+func loopTotals(t *testing.T, h *netnstest.Host) (looped, tx uint64) {
+	t.Helper()
+	for _, w := range daemonStats(t, h).Workers {
+		looped += w.Looped
+		tx += w.TxFrames
+	}
+	return looped, tx
+}
+
+// TestDaemonLoopback: applications on one device reach each other at the
+// device's own address, as they do on a kernel RDMA device (Linux's rxe
+// loops such packets back; a NIC's loopback does the same): two
+// applications, and one application's two queue pairs, run every RC
+// operation and UD datagrams with the data checked, on a veth made with
+// plain `ip link add` and nothing at its other end. The daemon switches
+// the frames between the rings and sends none of them to the NIC. A
+// device opened in process refuses its own address with ErrNoLoopback.
+func TestDaemonLoopback(t *testing.T) {
+	p := userPair(t)
+	up(t, p.A)
+	one, two := open(t, p.A), open(t, p.A)
+	if !one.d.Attached() || !two.d.Attached() {
+		t.Fatal("the devices are not attached to the daemon")
+	}
+	looped0, tx0 := loopTotals(t, p.A)
+
+	t.Run("two-applications", func(t *testing.T) {
+		checkRCOps(t, one, two, 0, 0)
+		checkUD(t, one, two)
+	})
+	t.Run("one-application", func(t *testing.T) {
+		// A second set of CQs and memory on the same device: its two
+		// queue pairs connected to each other.
+		self := &end{h: one.h, d: one.d, scq: verbs.NewCQ(8192), rcq: verbs.NewCQ(8192)}
+		var err error
+		if self.buf, err = one.d.MRs().Register(make([]byte, 4<<20), all); err != nil {
+			t.Fatal(err)
+		}
+		checkRCOps(t, one, self, 0, 0)
+	})
+	t.Run("placed-read", func(t *testing.T) {
+		// A read into shared memory: its responses, looped back by the
+		// daemon, are placed straight into it, as from the wire.
+		mem, free, err := one.d.AllocMemory(2 << 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer free()
+		shared, err := one.d.MRs().Register(mem, all)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fill(two.buf.Bytes()[:1<<20], 11)
+		qa, _ := rcPair(t, one, two, verbs.NewRecvQueue(4), verbs.NewRecvQueue(4))
+		before := placedFrames(t, p.A)
+		wr := verbs.SendWR{Op: verbs.OpRead, Flags: verbs.Signaled, SGL: sge(shared, 100, 1<<20), RemoteAddr: two.buf.Addr(), RKey: two.buf.RKey(), ID: 1}
+		if err := qa.PostSend(&wr); err != nil {
+			t.Fatal(err)
+		}
+		if c := poll(t, one, two, one.scq, 1)[0]; c.Status != verbs.Success {
+			t.Fatalf("read: %+v", c)
+		}
+		if !bytes.Equal(mem[100:100+1<<20], two.buf.Bytes()[:1<<20]) {
+			t.Fatal("the read's data differs")
+		}
+		if placed := placedFrames(t, p.A) - before; placed == 0 {
+			t.Fatal("no response of a looped-back read was placed")
+		}
+	})
+
+	looped, tx := loopTotals(t, p.A)
+	t.Logf("the daemon looped %d frames back, sent %d", looped-looped0, tx-tx0)
+	if looped-looped0 < 100 {
+		t.Fatalf("the daemon looped back %d frames", looped-looped0)
+	}
+	if tx != tx0 {
+		t.Fatalf("%d frames between applications of one device went to the NIC", tx-tx0)
+	}
+
+	t.Run("in-process-refuses", func(t *testing.T) {
+		upInProcess(t, p.B)
+		b := open(t, p.B)
+		q, err := b.d.NewRC(device.QPConfig{SendCQ: b.scq, RecvCQ: b.rcq, RQ: verbs.NewRecvQueue(4)}, all)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err = p.B.Do(func() error {
+			return b.d.ConnectRC(ctx, q, 1, device.Remote{QPN: q.QPN(), PSN: 1, GID: b.gid()}, device.ConnectOptions{})
+		})
+		if !errors.Is(err, device.ErrNoLoopback) {
+			t.Fatalf("connecting to the device's own address in process: %v, want ErrNoLoopback", err)
+		}
+	})
+}
+
+// TestDaemonLoopbackQueues: on a device of two queues and a 9000-byte MTU
+// (frames larger than an AF_XDP buffer), the queue pairs of two
+// applications on different workers reach each other: the daemon loops a
+// frame back on the queue it was sent on, and the receiving application
+// hands it to the worker that owns its queue pair.
+func TestDaemonLoopbackQueues(t *testing.T) {
+	p := setup(t, netnstest.Options{Queues: 2, MTU: 9000}, false)
+	up(t, p.A)
+	one, two := open(t, p.A), open(t, p.A)
+	if one.d.Workers() != 2 {
+		t.Fatalf("%d workers, want 2", one.d.Workers())
+	}
+	checkRCOps(t, one, two, 0, 1)
+	checkRCOps(t, two, one, 0, 1)
+	looped := uint64(0)
+	for _, w := range daemonStats(t, p.A).Workers {
+		if w.Looped == 0 {
+			t.Errorf("worker %d looped nothing back", w.Queue)
+		}
+		looped += w.Looped
+	}
+	t.Logf("%d frames looped back", looped)
+}
+
+// TestPerfLoopback: `softfabric perf` server and client as two processes
+// on one host, the client given the host's own address, the way a user
+// tries a device first: every operation completes, through the daemon's
+// loopback, and RDMA-CM connects there too (perftest's -R exchange).
+func TestPerfLoopback(t *testing.T) {
+	p := userPair(t)
+	up(t, p.A)
+	self := &netnstest.Pair{A: p.A, B: p.A}
+	looped0, _ := loopTotals(t, p.A)
+	for _, op := range []string{"write", "read", "send", "atomic"} {
+		rs := perfPair(t, self, []string{op}, op, "--iters", "500")
+		if len(rs) != 1 || rs[0]["op"] != op {
+			t.Fatalf("%s: %v", op, rs)
+		}
+	}
+	sout, serr, done := startServer(t, p.A, "perf", "write", "--perftest-server", "--rdma-cm", "--iface", p.A.Iface, "--port", "18611", "--iters", "300", "--timeout", "60s")
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(serr.String(), "waiting") && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	c := sf(p.A, "perf", "write", "--perftest", p.A.Addr.Addr().String(), "--rdma-cm", "--iface", p.A.Iface, "--port", "18611", "--iters", "300", "--timeout", "60s")
+	code := -1
+	select {
+	case code = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the perftest server did not finish; client %+v; server %s%s", c, sout.String(), serr.String())
+	}
+	if c.code != 0 || code != 0 {
+		t.Fatalf("perftest over RDMA-CM: client %+v; server (%d) %s%s", c, code, sout.String(), serr.String())
+	}
+	if looped, _ := loopTotals(t, p.A); looped == looped0 {
+		t.Fatal("nothing was looped back")
+	}
+}
