@@ -22,6 +22,9 @@ var (
 	// ErrUnresolved is matched by Resolve's error when the next hop does
 	// not answer ARP or neighbour solicitations in time.
 	ErrUnresolved = errors.New("neighbour unresolved")
+	// ErrLocal is matched by Resolve's error when the destination is an
+	// address of this host: the kernel routes it through lo, not a NIC.
+	ErrLocal = errors.New("local address")
 )
 
 // ResolveTimeout bounds Resolve when its context has no deadline. The
@@ -118,7 +121,7 @@ func route(dst netip.Addr) (Nexthop, error) {
 	}
 	r := routes[0]
 	if r.Type == unix.RTN_LOCAL {
-		return Nexthop{}, fmt.Errorf("%s is a local address", dst)
+		return Nexthop{}, &resolveError{fmt.Sprintf("%s is a local address", dst), ErrLocal}
 	}
 	nh := Nexthop{Ifindex: r.LinkIndex, Via: dst.WithZone("")}
 	if src, ok := netip.AddrFromSlice(r.Src); ok {

@@ -123,7 +123,8 @@ type Options struct {
 	// Loopback says that frames to the device's own MAC and addresses
 	// come back to it (a daemon switches them between its applications):
 	// queue pairs of the device may connect to each other. Without it,
-	// Path refuses the device's own addresses with ErrNoLoopback.
+	// Path asks Resolve for those addresses too (the kernel's resolver
+	// refuses them with ErrNoLoopback).
 	Loopback bool
 	// CPUs, if not empty, pins worker i of RunWorkers to CPUs[i %
 	// len(CPUs)]. By default workers are not pinned: on a host shared
@@ -133,12 +134,12 @@ type Options struct {
 	CPUs []int
 }
 
-// ErrNoLoopback is Path's error for a destination that is the device's
-// own address on a device that cannot loop frames back to itself: one
-// opened in process (`softfabric up --no-daemon`), whose frames all go to
-// the NIC. Through the daemon, applications on one device reach each
-// other.
-var ErrNoLoopback = errors.New("connecting to this device's own address needs its daemon (softfabric up without --no-daemon)")
+// ErrNoLoopback is matched by Path's error for a destination that is a
+// local address of the host on a device that cannot loop frames back to
+// itself: one opened in process (`softfabric up --no-daemon`), whose
+// frames all go to the NIC. Through the daemon, applications on one
+// device reach each other.
+var ErrNoLoopback = errors.New("the destination is an address of this host: reaching the device's own address needs its daemon (softfabric up without --no-daemon)")
 
 // Device is an open softfabric device.
 type Device struct {
@@ -552,11 +553,8 @@ func (d *Device) Path(ctx context.Context, dst netip.Addr, qpn, destQPN uint32) 
 	if d.opts.Resolve == nil {
 		return wire.PathFields{}, errors.New("device: no resolver")
 	}
-	if g, ok := d.GID(dst); ok && g.Unmap() == dst {
+	if g, ok := d.GID(dst); ok && g.Unmap() == dst && d.opts.Loopback {
 		// A queue pair of this device: the frames never leave it.
-		if !d.opts.Loopback {
-			return wire.PathFields{}, fmt.Errorf("%w: %s is %s's own address", ErrNoLoopback, dst, d.opts.Name)
-		}
 		return wire.PathFields{SrcMAC: d.opts.MAC, DstMAC: d.opts.MAC, Src: dst, Dst: dst, SrcPort: wire.SourcePort(qpn, destQPN)}, nil
 	}
 	src, mac, err := d.opts.Resolve(ctx, dst)

@@ -306,6 +306,9 @@ func reattach(cls *bpf.Classifier, st *ctrl.State, queues int, runDir string) er
 
 func resolve(ctx context.Context, dst netip.Addr) (netip.Addr, [6]byte, error) {
 	nh, err := ctrl.Resolve(ctx, dst)
+	if errors.Is(err, ctrl.ErrLocal) {
+		return netip.Addr{}, [6]byte{}, fmt.Errorf("%w: %v", ErrNoLoopback, err)
+	}
 	if err != nil {
 		return netip.Addr{}, [6]byte{}, err
 	}

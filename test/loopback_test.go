@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softfabric/softfabric/dataplane/rc"
 	"github.com/softfabric/softfabric/dataplane/verbs"
 	"github.com/softfabric/softfabric/device"
 	"github.com/softfabric/softfabric/internal/netnstest"
@@ -32,6 +33,8 @@ func loopTotals(t *testing.T, h *netnstest.Host) (looped, tx uint64) {
 // plain `ip link add` and nothing at its other end. The daemon switches
 // the frames between the rings and sends none of them to the NIC. A
 // device opened in process refuses its own address with ErrNoLoopback.
+// An application cannot use the loopback to speak for another's
+// connection.
 func TestDaemonLoopback(t *testing.T) {
 	p := userPair(t)
 	up(t, p.A)
@@ -82,6 +85,67 @@ func TestDaemonLoopback(t *testing.T) {
 		}
 		if placed := placedFrames(t, p.A) - before; placed == 0 {
 			t.Fatal("no response of a looped-back read was placed")
+		}
+	})
+
+	t.Run("spoofing", func(t *testing.T) {
+		// Applications one and three are connected; two connects a queue
+		// pair of its own to one's and sends with the very PSN one's
+		// expects, under a leaked rkey of one's memory. The daemon knows
+		// who sent it and that one's queue pair is three's: it drops
+		// them all, counted as denied, and one's memory stays as it was.
+		three := open(t, p.A)
+		const psn1, psn3 = 100, 300
+		rcq := func(e *end) *rc.QP {
+			q, err := e.d.NewRC(device.QPConfig{SendCQ: e.scq, RecvCQ: e.rcq, RQ: verbs.NewRecvQueue(4), SQDepth: 16}, all)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return q
+		}
+		q1, q2, q3 := rcq(one), rcq(two), rcq(three)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		connect := func(e *end, q *rc.QP, psn uint32, peer *rc.QP, peerPSN uint32, o device.ConnectOptions) {
+			if err := p.A.Do(func() error {
+				return e.d.ConnectRC(ctx, q, psn, device.Remote{QPN: peer.QPN(), PSN: peerPSN, GID: e.gid()}, o)
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		connect(one, q1, psn1, q3, psn3, device.ConnectOptions{})
+		connect(three, q3, psn3, q1, psn1, device.ConnectOptions{})
+		connect(two, q2, psn3, q1, psn1, device.ConnectOptions{Timeout: 8, RetryCnt: 1})
+		ends := []*end{one, two, three}
+		denied := appsDenied(t, p.A)
+		target := one.buf.Bytes()[3<<20 : 3<<20+64]
+		fill(target, 5)
+		mark := bytes.Clone(target)
+		fill(two.buf.Bytes()[:64], 6)
+		wr := verbs.SendWR{Op: verbs.OpWrite, Flags: verbs.Signaled, SGL: sge(two.buf, 0, 64), RemoteAddr: one.buf.Addr() + 3<<20, RKey: one.buf.RKey(), ID: 7}
+		if err := q2.PostSend(&wr); err != nil {
+			t.Fatal(err)
+		}
+		if c := pollAll(t, ends, two.scq, 1)[0]; c.Status == verbs.Success {
+			t.Fatal("application two's write into one's connection completed")
+		}
+		if !bytes.Equal(target, mark) {
+			t.Fatal("application two wrote into one's memory through one's connection with three")
+		}
+		if d := appsDenied(t, p.A) - denied; d == 0 {
+			t.Fatal("the daemon denied none of two's frames")
+		}
+		// Three, whose connection it is, writes there.
+		fill(three.buf.Bytes()[:64], 8)
+		wr = verbs.SendWR{Op: verbs.OpWrite, Flags: verbs.Signaled, SGL: sge(three.buf, 0, 64), RemoteAddr: one.buf.Addr() + 3<<20, RKey: one.buf.RKey(), ID: 8}
+		if err := q3.PostSend(&wr); err != nil {
+			t.Fatal(err)
+		}
+		if c := pollAll(t, ends, three.scq, 1)[0]; c.Status != verbs.Success {
+			t.Fatalf("three's write: %+v", c)
+		}
+		if !bytes.Equal(target, three.buf.Bytes()[:64]) {
+			t.Fatal("three's write did not land")
 		}
 	})
 

@@ -3,6 +3,7 @@ package daemon
 import (
 	"net"
 	"net/netip"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -28,6 +29,9 @@ type app struct {
 	// peers is the set of conns' peers (publishPeers): what it may send
 	// RC packets to. Copy on write; read by the workers.
 	peers atomic.Pointer[map[peerKey]struct{}]
+	// qpPeers is a copy of conns (publishPeers), for the workers: whom a
+	// queue pair of it is connected to.
+	qpPeers atomic.Pointer[map[uint32][]peerKey]
 
 	st  []appCounters // by queue, each written by its worker
 	bad atomic.Bool   // its rings were found corrupt, and it is being detached
@@ -50,12 +54,35 @@ type peerKey struct {
 // held).
 func (a *app) publishPeers() {
 	peers := map[peerKey]struct{}{}
-	for _, ks := range a.conns {
+	qpPeers := make(map[uint32][]peerKey, len(a.conns))
+	for qpn, ks := range a.conns {
 		for _, k := range ks {
 			peers[k] = struct{}{}
 		}
+		qpPeers[qpn] = slices.Clone(ks)
 	}
 	a.peers.Store(&peers)
+	a.qpPeers.Store(&qpPeers)
+}
+
+// connectedTo reports whether a's queue pair qpn is connected to a queue
+// pair of application b on this device (at one of its addresses srcs),
+// as owner says who owns which. A nil a (qpn is nobody's) is connected to
+// anything: the frame is dropped as unknown when delivered.
+func (a *app) connectedTo(qpn uint32, b *app, srcs []netip.Addr, owner []atomic.Pointer[app]) bool {
+	if a == nil {
+		return true
+	}
+	m := a.qpPeers.Load()
+	if m == nil {
+		return false
+	}
+	for _, k := range (*m)[qpn] {
+		if k.qpn < uint32(len(owner)) && owner[k.qpn].Load() == b && slices.Contains(srcs, k.gid) {
+			return true
+		}
+	}
+	return false
 }
 
 // appCounters are one worker's counts for one application, on a cache

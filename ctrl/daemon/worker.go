@@ -264,12 +264,25 @@ func (w *worker) local(p *wire.Packet) bool {
 }
 
 // loop delivers frame c, which application a sent and which is parsed in
-// w.pkt and addressed to this device, to the application it is for.
+// w.pkt and addressed to this device, to the application it is for. Here
+// the daemon knows both ends, so it checks more than the wire allows: an
+// RC packet goes only to a queue pair connected to one of a's own (a may
+// say it is connected to any queue pair, as to any peer on the wire, but
+// cannot speak for another application's connection by guessing its
+// PSN). What it may not send is counted as denied.
 func (w *worker) loop(a *app, c []byte) {
+	p := &w.pkt
+	if p.Info.Mask&wire.MaskDETH == 0 {
+		qpn := p.BTH().DestQP()
+		if qpn < uint32(len(w.d.owner)) && !w.d.owner[qpn].Load().connectedTo(qpn, a, w.d.srcs, w.d.owner) {
+			a.st[w.q].denied.Add(1)
+			return
+		}
+	}
 	w.c.looped.Add(1)
 	a.st[w.q].tx.Add(1)
 	w.looped = true
-	w.deliver(&w.pkt, c)
+	w.deliver(p, c)
 }
 
 // transmit moves what application a put on its ring for this queue to
