@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The softfabric demo: two network namespaces joined by a veth pair,
 # `softfabric up` in each (a daemon that owns the device), an RC ping-pong,
-# two applications sharing each device at once, an RDMA write bandwidth run
+# two applications sharing each device at once, two applications on one
+# host reaching each other through its daemon, an RDMA write bandwidth run
 # in process next to the raw AF_XDP and UDP socket baselines, then
 # `softfabric down` and clean-up. Needs root. Addresses: 198.18.0.1 and 198.18.0.2 (RFC 2544
 # benchmarking range), inside namespaces this script creates and removes.
@@ -69,6 +70,13 @@ ip netns exec $b "$bin" status eth0 | grep -E "contexts|daemon|worker|app\["
 wait $cli1 $cli2 $srv1 $srv2
 cat /tmp/sfdemo-write.$$ /tmp/sfdemo-send.$$
 rm -f /tmp/sfdemo-write.$$ /tmp/sfdemo-send.$$
+
+step "two applications on one host reach each other through their daemon (loopback, as rxe): RC ping-pong at $b's own address"
+ip netns exec $b "$bin" pingpong --iface eth0 -p 18700 &
+sleep 0.5
+ip netns exec $b "$bin" pingpong --iface eth0 -p 18700 198.18.0.2
+wait
+ip netns exec $b "$bin" status eth0 | grep -E "worker\["
 
 step "classifier counters and the daemon's in $b"
 ip netns exec $b "$bin" stats eth0
