@@ -78,6 +78,9 @@ const clockTicks = 100
 // (`up`), the two modes alternating on the same namespaces, the median of
 // SOFTFABRIC_SCALE_REPEAT runs (default 3) of each reported side by side.
 // SOFTFABRIC_SCALE_CASES (names, comma-separated) runs only those cases.
+// Each daemon run also runs the cases between two applications on one
+// host, through its daemon's loopback, reported beside the runs between
+// the hosts.
 // `make bench-daemon` runs it.
 func BenchmarkDaemon(b *testing.B) {
 	netnstest.Require(b)
@@ -130,6 +133,19 @@ func BenchmarkDaemon(b *testing.B) {
 				}
 				cpu[c.name][m.name] = append(cpu[c.name][m.name], ns)
 			}
+			if m.flags != nil {
+				continue
+			}
+			// The same cases between two applications on A, through
+			// A's daemon's loopback.
+			self := &netnstest.Pair{A: p.A, B: p.A}
+			for _, c := range cases {
+				v, err := runCase(self, c, 1, dur)
+				if err != nil {
+					b.Fatalf("loopback %s: %v", c.name, err)
+				}
+				res[c.name]["loopback"] = append(res[c.name]["loopback"], v.rate)
+			}
 		}
 	}
 	for _, h := range []*netnstest.Host{p.A, p.B} {
@@ -149,6 +165,11 @@ func BenchmarkDaemon(b *testing.B) {
 			extra = fmt.Sprintf(" (+%.2f µs)", dm-in)
 		}
 		fmt.Fprintf(w, "%-16s %6s %14.3f %14.3f %9.2f×%s %v | %v\n", c.name, c.metric, in, dm, dm/in, extra, res[c.name]["in-process"], res[c.name]["daemon"])
+	}
+	fmt.Fprintf(w, "\nthrough the daemon, between the hosts and between two applications on one (loopback):\n")
+	for _, c := range cases {
+		dm, lo := median(res[c.name]["daemon"]), median(res[c.name]["loopback"])
+		fmt.Fprintf(w, "%-16s %6s %14.3f %14.3f %9.2f× %v\n", c.name, c.metric, dm, lo, lo/dm, res[c.name]["loopback"])
 	}
 	fmt.Fprintf(w, "\nclient CPU per KiB (through the daemon: client + daemon), ns, medians:\n")
 	for _, c := range cases {
