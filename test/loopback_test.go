@@ -12,6 +12,7 @@ import (
 	"github.com/softfabric/softfabric/dataplane/verbs"
 	"github.com/softfabric/softfabric/device"
 	"github.com/softfabric/softfabric/internal/netnstest"
+	"github.com/softfabric/softfabric/internal/syncbuf"
 )
 
 // loopTotals sums what h's daemon's workers switched between its
@@ -203,7 +204,8 @@ func TestDaemonLoopbackQueues(t *testing.T) {
 // TestPerfLoopback: `softfabric perf` server and client as two processes
 // on one host, the client given the host's own address, the way a user
 // tries a device first: every operation completes, through the daemon's
-// loopback, and RDMA-CM connects there too (perftest's -R exchange).
+// loopback, and RDMA-CM connects there too (perftest's -R exchange,
+// rping, udaddy), or refuses a port nobody listens on at once.
 func TestPerfLoopback(t *testing.T) {
 	p := userPair(t)
 	up(t, p.A)
@@ -229,6 +231,40 @@ func TestPerfLoopback(t *testing.T) {
 	if c.code != 0 || code != 0 {
 		t.Fatalf("perftest over RDMA-CM: client %+v; server (%d) %s%s", c, code, sout.String(), serr.String())
 	}
+
+	// librdmacm's tools: rping's reads and writes of checked data (-V),
+	// udaddy's UD queue pairs resolved by SIDR, and a request for a port
+	// nobody listens on, refused at once.
+	host := p.A.Addr.Addr().String()
+	_, rerr, rdone := startServer(t, p.A, "rping", "-s", "--iface", p.A.Iface)
+	var r result
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		// rping's server says nothing when it listens: try until it does.
+		r = sfWithin(t, p.A, 30*time.Second, "rping", "-c", "-a", host, "-C", "20", "-V", "--iface", p.A.Iface)
+		if r.code == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if r.code != 0 {
+		t.Fatalf("rping client: %+v; server: %s", r, rerr.String())
+	}
+	if code := waitExit(t, rdone, new(syncbuf.Buffer), rerr); code != 0 {
+		t.Fatalf("rping server: exit %d: %s", code, rerr.String())
+	}
+	opts := []string{"-c", "2", "-C", "20", "-S", "500"}
+	uout, uerr, udone := startServer(t, p.A, append([]string{"udaddy", "--iface", p.A.Iface}, opts...)...)
+	waitAttached(t, p.A)
+	if r := sfWithin(t, p.A, 30*time.Second, append([]string{"udaddy", "-s", host, "--iface", p.A.Iface}, opts...)...); r.code != 0 {
+		t.Fatalf("udaddy client: %+v; server: %s%s", r, uout.String(), uerr.String())
+	}
+	if code := waitExit(t, udone, uout, uerr); code != 0 {
+		t.Fatalf("udaddy server: exit %d: %s%s", code, uout.String(), uerr.String())
+	}
+	start := time.Now()
+	if r := sfWithin(t, p.A, 20*time.Second, "ucmatose", "-s", host, "-p", "7176", "--iface", p.A.Iface); r.code == 0 || !strings.Contains(r.err, "REJECTED") || time.Since(start) > 5*time.Second {
+		t.Fatalf("ucmatose to a port nobody listens on, after %v: %+v", time.Since(start), r)
+	}
+
 	if looped, _ := loopTotals(t, p.A); looped == looped0 {
 		t.Fatal("nothing was looped back")
 	}
