@@ -553,9 +553,9 @@ func (d *Device) Path(ctx context.Context, dst netip.Addr, qpn, destQPN uint32) 
 	if d.opts.Resolve == nil {
 		return wire.PathFields{}, errors.New("device: no resolver")
 	}
-	if g, ok := d.GID(dst); ok && g.Unmap() == dst && d.opts.Loopback {
+	if _, own := d.GID(dst); own && d.opts.Loopback {
 		// A queue pair of this device: the frames never leave it.
-		return wire.PathFields{SrcMAC: d.opts.MAC, DstMAC: d.opts.MAC, Src: dst, Dst: dst, SrcPort: wire.SourcePort(qpn, destQPN)}, nil
+		return wire.PathFields{SrcMAC: d.opts.MAC, DstMAC: d.opts.MAC, Src: dst.WithZone(""), Dst: dst, SrcPort: wire.SourcePort(qpn, destQPN)}, nil
 	}
 	src, mac, err := d.opts.Resolve(ctx, dst)
 	if err != nil {
@@ -610,11 +610,12 @@ func (d *Device) AddressHandle(ctx context.Context, gid netip.Addr, srcQPN, dest
 	return verbs.NewAddressHandle(path, destQPN, qkey)
 }
 
-// GID returns the device GID that carries address a (IPv4 or IPv6), or the
-// first IPv4 one when a is invalid.
+// GID returns the device GID that carries address a (IPv4 or IPv6; a
+// zone, as in fe80::1%eth0, is ignored), or the first IPv4 one when a is
+// invalid.
 func (d *Device) GID(a netip.Addr) (netip.Addr, bool) {
 	for _, g := range d.opts.GIDs {
-		if a.IsValid() && g.Unmap() == a.Unmap() || !a.IsValid() && g.Is4In6() {
+		if a.IsValid() && g.Unmap() == a.Unmap().WithZone("") || !a.IsValid() && g.Is4In6() {
 			return g, true
 		}
 	}

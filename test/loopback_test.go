@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -204,8 +206,9 @@ func TestDaemonLoopbackQueues(t *testing.T) {
 // TestPerfLoopback: `softfabric perf` server and client as two processes
 // on one host, the client given the host's own address, the way a user
 // tries a device first: every operation completes, through the daemon's
-// loopback, and RDMA-CM connects there too (perftest's -R exchange,
-// rping, udaddy), or refuses a port nobody listens on at once.
+// loopback, at its IPv4 address and its IPv6 link-local one, and RDMA-CM
+// connects there too (perftest's -R exchange, rping, udaddy), or refuses
+// a port nobody listens on at once.
 func TestPerfLoopback(t *testing.T) {
 	p := userPair(t)
 	up(t, p.A)
@@ -217,6 +220,45 @@ func TestPerfLoopback(t *testing.T) {
 			t.Fatalf("%s: %v", op, rs)
 		}
 	}
+	// At the device's IPv6 link-local address (its first GID), zone and
+	// all, as rdma-core's tools take one.
+	var ll netip.Addr
+	if err := p.A.Do(func() error {
+		ifc, err := net.InterfaceByName(p.A.Iface)
+		if err != nil {
+			return err
+		}
+		addrs, err := ifc.Addrs()
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok {
+				if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Is6() && ip.IsLinkLocalUnicast() {
+					ll = ip.WithZone(p.A.Iface)
+				}
+			}
+		}
+		return err
+	}); err != nil || !ll.IsValid() {
+		t.Fatalf("no link-local address on %s: %v", p.A.Iface, err)
+	}
+	srv := p.A.Command(sfBin, "perf", "write", "--iface", p.A.Iface, "--port", "18612", "--timeout", "60s")
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
+	var r6 result
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		// Until the server listens, and the address is no longer
+		// tentative (duplicate address detection, about a second after
+		// the link came up): "cannot assign requested address".
+		r6 = sf(p.A, "perf", "write", "--iface", p.A.Iface, "--port", "18612", "--iters", "300", "--timeout", "60s", ll.String())
+		if r6.code == 0 || time.Now().After(deadline) || !strings.Contains(r6.err, "refused") && !strings.Contains(r6.err, "cannot assign") {
+			break
+		}
+	}
+	if r6.code != 0 {
+		t.Fatalf("perf write to %v: %+v", ll, r6)
+	}
+
 	sout, serr, done := startServer(t, p.A, "perf", "write", "--perftest-server", "--rdma-cm", "--iface", p.A.Iface, "--port", "18611", "--iters", "300", "--timeout", "60s")
 	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(serr.String(), "waiting") && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
