@@ -121,10 +121,11 @@ type Options struct {
 	// asked for (QPConfig.QPN) are taken as they are.
 	QPNWorker func(qpn uint32) int
 	// Loopback says that frames to the device's own MAC and addresses
-	// come back to it (a daemon switches them between its applications):
-	// queue pairs of the device may connect to each other. Without it,
-	// Path asks Resolve for those addresses too (the kernel's resolver
-	// refuses them with ErrNoLoopback).
+	// come back to it (a daemon switches them between its applications;
+	// in process, each worker's link loops them back): queue pairs of the
+	// device may connect to each other. Without it, Path asks Resolve for
+	// those addresses too (the kernel's resolver refuses them with
+	// ErrNoLoopback).
 	Loopback bool
 	// CPUs, if not empty, pins worker i of RunWorkers to CPUs[i %
 	// len(CPUs)]. By default workers are not pinned: on a host shared
@@ -134,12 +135,12 @@ type Options struct {
 	CPUs []int
 }
 
-// ErrNoLoopback is matched by Path's error for a destination that is a
-// local address of the host on a device that cannot loop frames back to
-// itself: one opened in process (`softfabric up --no-daemon`), whose
-// frames all go to the NIC. Through the daemon, applications on one
-// device reach each other.
-var ErrNoLoopback = errors.New("the destination is an address of this host: reaching the device's own address needs its daemon (softfabric up without --no-daemon)")
+// ErrNoLoopback is matched by Path's error for a destination that is an
+// address of this host but not one of the device's (another interface's,
+// or lo's): the kernel routes it through lo, and frames sent to it on the
+// device's NIC would never come back. The device's own addresses are
+// reached through its loopback (Options.Loopback).
+var ErrNoLoopback = errors.New("the destination is an address of this host but not of this device")
 
 // Device is an open softfabric device.
 type Device struct {
@@ -623,11 +624,25 @@ func (d *Device) GID(a netip.Addr) (netip.Addr, bool) {
 }
 
 // Link is worker 0's link, for raw frame baselines that bypass the
-// transport.
-func (d *Device) Link() link.Link { return d.links[0] }
+// transport: its AF_XDP socket itself in process, without the loopback.
+func (d *Device) Link() link.Link { return unloop(d.links[0]) }
 
-// Links are the workers' links, by worker.
-func (d *Device) Links() []link.Link { return d.links }
+// unloop is the socket under a worker's loopback, or l.
+func unloop(l link.Link) link.Link {
+	if ll, ok := l.(*loopLink); ok {
+		return ll.socketLink
+	}
+	return l
+}
+
+// Links are the workers' links, by worker, as Link gives worker 0's.
+func (d *Device) Links() []link.Link {
+	out := make([]link.Link, len(d.links))
+	for i, l := range d.links {
+		out[i] = unloop(l)
+	}
+	return out
+}
 
 // ReserveQPN takes a queue pair number and steers frames addressed to it
 // to this device, without a queue pair behind it: raw-frame tools use it

@@ -201,15 +201,17 @@ func Open(iface string, o OpenOptions) (d *Device, err error) {
 			_ = q.Close()
 		}
 	}()
+	opts := q.Options(o.CPUs)
+	opts.Loopback = true
 	links := make([]link.Link, len(q.Sockets))
 	for i, s := range q.Sockets {
-		links[i] = s
+		links[i] = newLoopLink(s, opts.MAC, opts.GIDs)
 	}
 	links, err = debugLinks(links, iface, &q.closers)
 	if err != nil {
 		return nil, err
 	}
-	d = NewWorkers(links, q.Options(o.CPUs))
+	d = NewWorkers(links, opts)
 	// With one worker per socket, the worker of a queue builds in place if
 	// its link is the socket itself; the debugging aids wrap them, and copy.
 	inPlace := func(i int) bool { return d.group.Len() == len(q.Sockets) && d.group.Node(i).TxInPlace() }

@@ -9,9 +9,12 @@
 # namespaces this script creates and removes.
 #
 #   scripts/bench-ab.sh OLD_BINARY NEW_BINARY
+#
+# UP_FLAGS are given to `up` (--no-daemon: the devices in process).
 set -euo pipefail
 old=${1:?old binary} new=${2:?new binary}
 repeat=${REPEAT:-3}
+up_flags=${UP_FLAGS:-}
 a=sfab-a b=sfab-b
 if [[ $EUID -ne 0 ]]; then echo "bench-ab: needs root" >&2; exit 1; fi
 cleanup() { ip netns del $a 2>/dev/null || true; ip netns del $b 2>/dev/null || true; }
@@ -31,8 +34,8 @@ field() { grep -o "\"$1\": [0-9.e+-]*" | head -1 | awk '{print $2}'; }
 
 one() { # BIN KEY perf-args...: one measurement
 	local bin=$1 key=$2; shift 2
-	ip netns exec $a "$bin" up eth0 >/dev/null
-	ip netns exec $b "$bin" up eth0 >/dev/null
+	ip netns exec $a "$bin" up eth0 $up_flags >/dev/null
+	ip netns exec $b "$bin" up eth0 $up_flags >/dev/null
 	ip netns exec $b "$bin" perf "$1" --iface eth0 >/dev/null 2>&1 &
 	local srv=$!
 	sleep 0.3

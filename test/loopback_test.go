@@ -35,7 +35,7 @@ func loopTotals(t *testing.T, h *netnstest.Host) (looped, tx uint64) {
 // operation and UD datagrams with the data checked, on a veth made with
 // plain `ip link add` and nothing at its other end. The daemon switches
 // the frames between the rings and sends none of them to the NIC. A
-// device opened in process refuses its own address with ErrNoLoopback.
+// device opened in process loops them back itself.
 // An application cannot use the loopback to speak for another's
 // connection.
 func TestDaemonLoopback(t *testing.T) {
@@ -52,14 +52,8 @@ func TestDaemonLoopback(t *testing.T) {
 		checkUD(t, one, two)
 	})
 	t.Run("one-application", func(t *testing.T) {
-		// A second set of CQs and memory on the same device: its two
-		// queue pairs connected to each other.
-		self := &end{h: one.h, d: one.d, scq: verbs.NewCQ(8192), rcq: verbs.NewCQ(8192)}
-		var err error
-		if self.buf, err = one.d.MRs().Register(make([]byte, 4<<20), all); err != nil {
-			t.Fatal(err)
-		}
-		checkRCOps(t, one, self, 0, 0)
+		// Two queue pairs of one application connected to each other.
+		checkRCOps(t, one, selfEnd(t, one), 0, 0)
 	})
 	t.Run("placed-read", func(t *testing.T) {
 		// A read into shared memory: its responses, looped back by the
@@ -161,29 +155,62 @@ func TestDaemonLoopback(t *testing.T) {
 		t.Fatalf("%d frames between applications of one device went to the NIC", tx-tx0)
 	}
 
-	t.Run("in-process-refuses", func(t *testing.T) {
+	t.Run("in-process", func(t *testing.T) {
+		// A device opened in process loops its frames back itself.
 		upInProcess(t, p.B)
 		b := open(t, p.B)
-		q, err := b.d.NewRC(device.QPConfig{SendCQ: b.scq, RecvCQ: b.rcq, RQ: verbs.NewRecvQueue(4)}, all)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		err = p.B.Do(func() error {
-			return b.d.ConnectRC(ctx, q, 1, device.Remote{QPN: q.QPN(), PSN: 1, GID: b.gid()}, device.ConnectOptions{})
-		})
-		if !errors.Is(err, device.ErrNoLoopback) {
-			t.Fatalf("connecting to the device's own address in process: %v, want ErrNoLoopback", err)
-		}
+		checkLoopbackInProcess(t, b, 0, 0)
 	})
+}
+
+// selfEnd is a second set of CQs and memory on e's device, for queue
+// pairs connected to e's.
+func selfEnd(t *testing.T, e *end) *end {
+	t.Helper()
+	self := &end{h: e.h, d: e.d, scq: verbs.NewCQ(8192), rcq: verbs.NewCQ(8192)}
+	var err error
+	if self.buf, err = e.d.MRs().Register(make([]byte, 4<<20), all); err != nil {
+		t.Fatal(err)
+	}
+	return self
+}
+
+// checkLoopbackInProcess runs every RC operation between queue pairs on
+// workers wa and wb of b, a device opened in process, and UD datagrams,
+// and checks that b looped them back itself; an address of the host that
+// is not the device's (lo's) is refused with ErrNoLoopback.
+func checkLoopbackInProcess(t *testing.T, b *end, wa, wb int) {
+	t.Helper()
+	if b.d.Attached() {
+		t.Fatal("the device is attached to a daemon")
+	}
+	self := selfEnd(t, b)
+	checkRCOps(t, b, self, wa, wb)
+	checkUD(t, b, self)
+	looped, dropped := b.d.Looped()
+	t.Logf("in process: %d frames looped back, %d dropped", looped, dropped)
+	if looped < 100 {
+		t.Fatalf("the device looped back %d frames", looped)
+	}
+	q, err := b.d.NewRC(device.QPConfig{SendCQ: b.scq, RecvCQ: b.rcq, RQ: verbs.NewRecvQueue(4)}, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = b.h.Do(func() error {
+		return b.d.ConnectRC(ctx, q, 1, device.Remote{QPN: q.QPN(), PSN: 1, GID: netip.MustParseAddr("::ffff:127.0.0.1")}, device.ConnectOptions{})
+	})
+	if !errors.Is(err, device.ErrNoLoopback) {
+		t.Fatalf("connecting to lo's address: %v, want ErrNoLoopback", err)
+	}
 }
 
 // TestDaemonLoopbackQueues: on a device of two queues and a 9000-byte MTU
 // (frames larger than an AF_XDP buffer), the queue pairs of two
 // applications on different workers reach each other: the daemon loops a
 // frame back on the queue it was sent on, and the receiving application
-// hands it to the worker that owns its queue pair.
+// hands it to the worker that owns its queue pair. The same in process.
 func TestDaemonLoopbackQueues(t *testing.T) {
 	p := setup(t, netnstest.Options{Queues: 2, MTU: 9000}, false)
 	up(t, p.A)
@@ -201,6 +228,9 @@ func TestDaemonLoopbackQueues(t *testing.T) {
 		looped += w.Looped
 	}
 	t.Logf("%d frames looped back", looped)
+
+	upInProcess(t, p.B)
+	checkLoopbackInProcess(t, open(t, p.B), 0, 1)
 }
 
 // TestPerfLoopback: `softfabric perf` server and client as two processes
