@@ -80,6 +80,8 @@ type Queues struct {
 	Classifier *bpf.Classifier
 	Sockets    []*xsk.Socket
 	closers    []func() error
+	limit      int  // OpenOptions.Queues
+	saved      bool // the sockets are recorded (saveSockets)
 }
 
 // Close gives the queues up, in the reverse order of opening.
@@ -171,20 +173,70 @@ func OpenQueues(iface string, o OpenOptions) (q *Queues, err error) {
 	if o.Queues > 0 && o.Queues < queues {
 		queues = o.Queues
 	}
+	q.limit = o.Queues
 	for i := 0; i < queues; i++ {
-		s, err := xsk.Open(xsk.Config{Ifindex: dev.Index, Queue: i, MultiBuffer: st.Frags})
-		if err != nil {
-			return nil, fmt.Errorf("AF_XDP socket on %s queue %d: %w", iface, i, err)
-		}
-		q.closers = append(q.closers, s.Close)
-		if err := cls.SetSocket(0, i, s.FD()); err != nil {
+		if _, err := q.openSocket(i); err != nil {
 			return nil, err
 		}
-		i := i
-		q.closers = append(q.closers, func() error { return cls.DeleteSocket(0, i) })
-		q.Sockets = append(q.Sockets, s)
 	}
 	return q, nil
+}
+
+// openSocket binds an AF_XDP socket to queue i and enters it into the
+// classifier's socket map, until Close.
+func (q *Queues) openSocket(i int) (*xsk.Socket, error) {
+	s, err := xsk.Open(xsk.Config{Ifindex: q.Dev.Index, Queue: i, MultiBuffer: q.State.Frags})
+	if err != nil {
+		return nil, fmt.Errorf("AF_XDP socket on %s queue %d: %w", q.Dev.Name, i, err)
+	}
+	q.closers = append(q.closers, s.Close)
+	if err := q.Classifier.SetSocket(0, i, s.FD()); err != nil {
+		return nil, err
+	}
+	cls := q.Classifier
+	q.closers = append(q.closers, func() error { return cls.DeleteSocket(0, i) })
+	q.Sockets = append(q.Sockets, s)
+	return s, nil
+}
+
+// Grow binds sockets to the queues the device has come to use since the
+// queues were opened (its channels raised with ethtool -L), within the
+// limits OpenQueues kept (`up --queues`, OpenOptions.Queues), and returns
+// them: none when it uses no more. On veth it attaches the classifier
+// again first, as OpenQueues does, so that the new queues run it. The
+// caller serves the new sockets; the socket record (SaveSockets, when
+// made) is written again.
+func (q *Queues) Grow() ([]*xsk.Socket, error) {
+	dev, err := ctrl.LookupDevice(q.Dev.Name)
+	if err != nil {
+		return nil, err
+	}
+	queues := dev.Queues
+	for _, limit := range []int{q.State.QueueLimit, q.limit} {
+		if limit > 0 && limit < queues {
+			queues = limit
+		}
+	}
+	have := len(q.Sockets)
+	if queues <= have {
+		return nil, nil
+	}
+	if dev.Kind == "veth" && dev.Queues > q.State.Queues {
+		if err := reattach(q.Classifier, q.State, dev.Queues, q.RunDir); err != nil {
+			return nil, fmt.Errorf("%s: its channels grew: %w", dev.Name, err)
+		}
+	}
+	for i := have; i < queues; i++ {
+		if _, err := q.openSocket(i); err != nil {
+			return q.Sockets[have:], err
+		}
+	}
+	if q.saved {
+		if err := ctrl.SaveSockets(q.RunDir, socketRecord(q.Sockets, func(int) bool { return false })); err != nil {
+			return q.Sockets[have:], err
+		}
+	}
+	return q.Sockets[have:], nil
 }
 
 // Open opens the softfabric device on iface, which `softfabric up` has
@@ -235,6 +287,7 @@ func (q *Queues) saveSockets(inPlace func(i int) bool) error {
 	}
 	runDir := q.RunDir
 	q.closers = append(q.closers, func() error { return ctrl.RemoveSockets(runDir) })
+	q.saved = true
 	return nil
 }
 

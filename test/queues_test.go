@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/softfabric/softfabric/ctrl"
+	"github.com/softfabric/softfabric/ctrl/daemonapi"
 	"github.com/softfabric/softfabric/dataplane/xsk"
 	"github.com/softfabric/softfabric/internal/netnstest"
 )
@@ -161,7 +162,8 @@ func TestChannelsChangedWhileUp(t *testing.T) {
 	if alloc < 2 {
 		t.Skipf("a default veth allocates %d queue on this host: nothing to raise", alloc)
 	}
-	// In process: a daemon serves the queues it opened when it started.
+	// In process: the next process to open the device serves the new
+	// queues (TestDaemonChannelsGrow: a daemon serves them as they come).
 	upInProcess(t, p.A, p.B)
 	checkQueues(t, p.A, 1, alloc, 1, 1)
 	if err := bindQueue(p.B, 1); !errors.Is(err, unix.EINVAL) {
@@ -304,5 +306,76 @@ func TestFourQueues(t *testing.T) {
 	}
 	if text := mustSF(t, p.B, "stats", "eth0"); !strings.Contains(text, "\tqueue[3]_redirected") {
 		t.Fatalf("stats:\n%s", text)
+	}
+}
+
+// TestDaemonChannelsGrow: channels raised at both ends while b's daemon
+// serves b (ethtool -L a rx 2 tx 2, the same at b): within a second the
+// daemon serves the new queue too, through a forwarder to one of its
+// workers, so that the flows the NIC now puts there still reach their
+// applications, one attached before the change among them. The peer, a
+// process that opens a in process after the change, sends on both queues
+// (veth puts a frame on the receive queue of the transmit queue it went
+// out on): a write run over four queue pairs completes, and frames arrive
+// on b's new queue. Without the forwarder they die there (no socket) and
+// the run ends in retry-exceeded.
+func TestDaemonChannelsGrow(t *testing.T) {
+	p := userPair(t)
+	alloc := allocated(t, p.A)
+	if alloc < 2 {
+		t.Skipf("a default veth allocates %d queue on this host: nothing to raise", alloc)
+	}
+	upInProcess(t, p.A)
+	up(t, p.B)
+	// A perf server attached before the change.
+	srv := p.B.Command(sfBin, "perf", "write", "--iface", "b", "--json", "--timeout", "60s")
+	var serr bytes.Buffer
+	srv.Stderr = &serr
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(serr.String(), "waiting") && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, step := range []struct {
+		h      *netnstest.Host
+		rx, tx uint32
+	}{{p.A, 2, 0}, {p.B, 2, 0}, {p.A, 0, 2}, {p.B, 0, 2}} {
+		if err := step.h.Do(func() error { return ctrl.SetChannels(step.h.Index, step.rx, step.tx, 0) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	forwarder := func() *daemonapi.WorkerStats {
+		for _, w := range daemonStats(t, p.B).Workers {
+			if w.Forwarder && w.Queue == 1 {
+				return &w
+			}
+		}
+		return nil
+	}
+	for deadline := time.Now().Add(3 * time.Second); forwarder() == nil; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("b's daemon does not serve queue 1 3 s after it came into use: %s", mustSF(t, p.B, "status", "b"))
+		}
+	}
+	out := mustSF(t, p.A, "perf", "write", "--iface", "a", "--json", "--timeout", "60s", "--size", "4096", "--iters", "2000", "--qps", "4", "198.19.8.2")
+	var rs []map[string]any
+	if err := json.Unmarshal([]byte(out), &rs); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if len(rs) != 1 || rs[0]["iterations"].(float64) != 2000 {
+		t.Fatalf("perf write after the channel change: %+v", rs)
+	}
+	if workers, _ := rs[0]["workers"].([]any); len(workers) != 2 {
+		t.Fatalf("the client's workers: %+v", rs[0]["workers"])
+	}
+	f := forwarder()
+	t.Logf("b's queue 1: %d frames, %d dropped on the way to worker 0", f.RxFrames, f.RingFulls)
+	if f.RxFrames == 0 {
+		t.Fatalf("no frame arrived on b's new queue:\n%s", mustSF(t, p.B, "status", "b"))
+	}
+	if text := mustSF(t, p.B, "status", "b"); !strings.Contains(text, "forwarder[1] to worker[0]") {
+		t.Fatalf("status lacks the forwarder:\n%s", text)
 	}
 }

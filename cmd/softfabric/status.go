@@ -325,6 +325,11 @@ func cmdStats(args []string, stdout, _ io.Writer) error {
 func printDaemon(w io.Writer, d *daemonapi.Stats, indent string) {
 	fmt.Fprintf(w, "%sdaemon:\t\t\tpid %d (since %s), %d application(s)\n", indent, d.PID, d.Since.Format(time.RFC3339), len(d.Apps))
 	for _, k := range d.Workers {
+		if k.Forwarder {
+			fmt.Fprintf(w, "%s\tforwarder[%d] to worker[%d] (a queue that came into use later): rx %d ring_full %d sleeps %d\n",
+				indent, k.Queue, k.Home, k.RxFrames, k.RingFulls, k.Sleeps)
+			continue
+		}
 		fmt.Fprintf(w, "%s\tworker[%d]: rx %d tx %d looped %d unknown_qpn %d malformed %d ring_full %d tx_stalls %d sleeps %d cm_rejects %d\n",
 			indent, k.Queue, k.RxFrames, k.TxFrames, k.Looped, k.Unknown, k.Malformed, k.RingFulls, k.TxStalls, k.Sleeps, k.CMRejects)
 	}

@@ -94,7 +94,8 @@ type Daemon struct {
 	gids  []netip.Addr // as ctrl.GIDs gives them (IPv4-mapped), for the applications
 	srcs  []netip.Addr // the same, unmapped: the source addresses a frame may carry
 
-	owner []atomic.Pointer[app] // by QPN
+	owner []atomic.Pointer[app]        // by QPN
+	fwd   atomic.Pointer[[]*forwarder] // queues that came into use later (forward.go)
 	cm    atomic.Pointer[cmRoutes]
 	apps  atomic.Pointer[[]*app]
 
@@ -117,6 +118,7 @@ func Start(cfg Config) (_ *Daemon, err error) {
 	d := &Daemon{cfg: cfg, gid: -1, since: time.Now(), owner: make([]atomic.Pointer[app], engine.MaxQPN),
 		conns: map[*net.UnixConn]struct{}{}}
 	d.apps.Store(&[]*app{})
+	d.fwd.Store(&[]*forwarder{})
 	if cfg.Group != "" {
 		g, err := user.LookupGroup(cfg.Group)
 		if err != nil {
@@ -288,12 +290,14 @@ func Run(ctx context.Context, cfg Config, ready func(*Daemon)) error {
 }
 
 // housekeep detaches applications whose rings a worker found corrupt
-// (every 50 ms), and stops the daemon when its interface or its record is
+// (every 50 ms), stops the daemon when its interface or its record is
 // gone or stale (the namespace deleted, its record removed, the
-// classifier detached behind its back).
+// classifier detached behind its back), and serves the queues the device
+// came to use (every 500 ms).
 func (d *Daemon) housekeep() {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
+	growErr := "" // logged once
 	for i := 0; ; i++ {
 		select {
 		case <-d.ctx.Done():
@@ -305,6 +309,10 @@ func (d *Daemon) housekeep() {
 				d.logf("stopping: %v", err)
 				d.fail(err)
 				return
+			}
+			if err := d.grow(); err != nil && err.Error() != growErr {
+				d.logf("serving the queues that came into use: %v", err)
+				growErr = err.Error()
 			}
 		}
 		for _, a := range *d.apps.Load() {
@@ -629,6 +637,7 @@ func (d *Daemon) stats() *daemonapi.Stats {
 	for _, w := range d.workers {
 		st.Workers = append(st.Workers, w.stats())
 	}
+	st.Workers = append(st.Workers, d.forwarderStats()...)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, a := range *d.apps.Load() {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/softfabric/softfabric/ctrl/daemonapi"
 	"github.com/softfabric/softfabric/dataplane/engine"
+	"github.com/softfabric/softfabric/dataplane/handoff"
 	"github.com/softfabric/softfabric/dataplane/link"
 	"github.com/softfabric/softfabric/dataplane/link/shmlink"
 	"github.com/softfabric/softfabric/dataplane/psn"
@@ -42,6 +43,11 @@ type worker struct {
 	lpkt   wire.Packet // a REJ for an application on this device
 	looped bool        // this pass delivered a frame between applications
 
+	// in are the rings of the forwarders whose home it is (forward.go),
+	// copy on write; asleep tells them to kick it.
+	in     atomic.Pointer[[]*handoff.Ring]
+	asleep atomic.Bool
+
 	// Placement (place.go): the live expectations by QPN, how many,
 	// and the time (ns since epoch) as of this pass, kept while any live.
 	exp   map[uint32]*qpExpect
@@ -59,8 +65,10 @@ func newWorker(d *Daemon, q int, s *xsk.Socket) (*worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("daemon: eventfd: %w", err)
 	}
-	return &worker{d: d, q: q, sock: s, efd: efd, views: make([][]byte, link.IdealBatch), big: make([]byte, s.MaxFrame()),
-		exp: map[uint32]*qpExpect{}, epoch: time.Now()}, nil
+	w := &worker{d: d, q: q, sock: s, efd: efd, views: make([][]byte, link.IdealBatch), big: make([]byte, s.MaxFrame()),
+		exp: map[uint32]*qpExpect{}, epoch: time.Now()}
+	w.in.Store(&[]*handoff.Ring{})
+	return w, nil
 }
 
 func (w *worker) close() { _ = unix.Close(w.efd) }
@@ -143,6 +151,9 @@ func (w *worker) run(ctx context.Context) error {
 		}
 		apps := w.d.apps.Load()
 		did := w.receive(*apps)
+		if w.forwarded(*apps) {
+			did = true
+		}
 		for _, a := range *apps {
 			if w.transmit(a) {
 				did = true
@@ -435,6 +446,13 @@ func (w *worker) sleep(apps *[]*app) {
 		if ready, _ := a.ends[w.q].PrepareWait(timeout); ready {
 			return
 		}
+	}
+	// After the flag, the last look at the forwarders' rings: one that
+	// publishes after it sees the flag, and kicks.
+	w.asleep.Store(true)
+	defer w.asleep.Store(false)
+	if w.waiting() {
+		return
 	}
 	w.c.sleeps.Add(1)
 	ts := unix.NsecToTimespec(int64(timeout))

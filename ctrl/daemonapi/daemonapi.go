@@ -214,6 +214,12 @@ type WorkerStats struct {
 	RingFulls uint64 `json:"ring_fulls"` // frames dropped on an application's full ring
 	CMRejects uint64 `json:"cm_rejects"` // RDMA-CM requests no application took, rejected by the daemon
 	Looped    uint64 `json:"looped"`     // frames between applications on the device, switched without the NIC
+
+	// Forwarder: a queue that came into use after the daemon started,
+	// whose frames go to worker Home (RingFulls: those dropped on the
+	// way).
+	Forwarder bool `json:"forwarder,omitempty"`
+	Home      int  `json:"home,omitempty"`
 }
 
 // AppStats describe an attached application.
