@@ -141,8 +141,7 @@ func (w *worker) forwarded(apps []*app) bool {
 		if n == 0 {
 			continue
 		}
-		did = true
-		w.c.rx.Add(uint64(n))
+		did = true // counted received by the forwarder
 		for _, f := range w.views[:n] {
 			if err := w.pkt.Parse(f); err != nil {
 				w.c.malformed.Add(1)

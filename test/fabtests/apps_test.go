@@ -165,6 +165,10 @@ type daemonStats struct {
 			QPs    []uint32 `json:"qps"`
 			Denied uint64   `json:"denied"`
 		} `json:"apps"`
+		Workers []struct {
+			TxFrames uint64 `json:"tx_frames"`
+			Looped   uint64 `json:"looped"`
+		} `json:"workers"`
 	} `json:"daemon"`
 }
 
@@ -257,6 +261,48 @@ func TestManyApps(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+	}
+}
+
+// TestManyAppsLoopback: eight applications on one device, four pairs
+// (a server and a client each, on services of their own), each with four
+// RC queue pairs, write and read back checked data at once through the
+// device's daemon, which loops every frame back between them: the
+// applications of an MPI job on one host. Nothing goes to the NIC.
+func TestManyAppsLoopback(t *testing.T) {
+	p := pairUp(t)
+	self := &netnstest.Pair{A: p.A, B: p.A}
+	const n = 4
+	servers, clients := pairs(t, self, n, 20, waitEnv+"=1")
+	for _, c := range clients {
+		c.waitLine(t, "connected", 60*time.Second)
+	}
+	if st := status(t, p.A); st.Daemon == nil || len(st.Daemon.Apps) != 2*n || st.appQPs() != 2*n*rma4EPs {
+		t.Errorf("A's status with %d applications connected: %+v", 2*n, st.Daemon)
+	}
+	for _, c := range clients {
+		if _, err := io.WriteString(c.stdin, "go\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range clients {
+		if err := c.wait(t, 120*time.Second); err != nil {
+			out, _ := p.A.Exec(sfBin, "status", p.A.Iface)
+			t.Errorf("%s: %v\n%s\n%s", c.name, err, c.output(), out)
+		}
+	}
+	for _, s := range servers {
+		if err := s.wait(t, 30*time.Second); err != nil {
+			t.Errorf("%s: %v\n%s", s.name, err, s.output())
+		}
+	}
+	var looped, tx uint64
+	for _, w := range status(t, p.A).Daemon.Workers {
+		looped, tx = looped+w.Looped, tx+w.TxFrames
+	}
+	t.Logf("looped %d frames, sent %d to the NIC", looped, tx)
+	if looped == 0 || tx != 0 {
+		t.Fatalf("looped %d frames, sent %d to the NIC: want all looped", looped, tx)
 	}
 }
 
