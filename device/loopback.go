@@ -84,10 +84,11 @@ func (l *loopLink) local(f []byte) bool {
 // full.
 func (l *loopLink) loop(f []byte) {
 	if l.bufs == nil {
-		max := l.MaxFrame()
+		size := l.MaxFrame()
 		l.bufs, l.lens = make([][]byte, loopRing), make([]int, loopRing)
+		mem := make([]byte, loopRing*size)
 		for i := range l.bufs {
-			l.bufs[i] = make([]byte, max)
+			l.bufs[i] = mem[i*size : (i+1)*size : (i+1)*size]
 		}
 	}
 	if l.n == len(l.bufs) || len(f) > len(l.bufs[0]) {
