@@ -3,6 +3,7 @@ package rc_test
 import (
 	"bytes"
 	"encoding/binary"
+	"net/netip"
 	"testing"
 
 	"github.com/softfabric/softfabric/dataplane/link/memlink"
@@ -425,5 +426,46 @@ func TestLateTimeoutsBounded(t *testing.T) {
 	}
 	if s := f.qa.Stats(); s.LateTimeouts != 16 || s.Timeouts != 16+3 {
 		t.Fatalf("stats %+v: want 16 late timeouts, then the retry count + 1", s)
+	}
+}
+
+// TestMisaddressed: a packet for a connected queue pair from an address
+// other than its peer's (a stray of an earlier connection of the QPN, or
+// forged) is dropped before it touches the PSN state, as rxe's check_addr
+// drops it; the same packet from the peer's address is taken.
+func TestMisaddressed(t *testing.T) {
+	f := newFixture(t, memlink.Config{}, transporttest.RCOptions{})
+	f.postRecv(1, 0, 64)
+	pf := f.qa.Attr().Path // from A's address, qb's peer, to B's
+	stranger := netip.MustParseAddr("198.18.99.99")
+	if !pf.Src.Unmap().Is4() {
+		stranger = netip.MustParseAddr("fe80::99")
+	}
+	packet := func(src netip.Addr) *wire.Packet {
+		t.Helper()
+		fields := pf
+		fields.Src = src
+		path, err := wire.NewPath(fields)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hl := path.HeaderLen()
+		b := make([]byte, hl+wire.BTHSize+8+wire.ICRCSize)
+		wire.BTH(b[hl:]).Encode(&wire.BTHFields{Opcode: wire.RCSendOnly, PKey: wire.DefaultPKey, DestQP: f.qb.QPN(), PSN: f.qb.Attr().RQPSN})
+		copy(b[hl+wire.BTHSize:], "stranger")
+		path.Finish(b)
+		var p wire.Packet
+		if err := p.Parse(b); err != nil {
+			t.Fatal(err)
+		}
+		return &p
+	}
+	f.qb.Receive(packet(stranger), 0)
+	if st := f.qb.Stats(); st.Misaddressed != 1 || st.RxPackets != 0 || f.p.B.RecvCQ.Len() != 0 {
+		t.Fatalf("a packet from %v: %+v, %d receive completions", stranger, st, f.p.B.RecvCQ.Len())
+	}
+	f.qb.Receive(packet(pf.Src), 0)
+	if c := f.wait(f.p.B.RecvCQ, 1)[0]; c.Status != verbs.Success || c.ByteLen != 8 || string(f.mb.Bytes()[:8]) != "stranger" {
+		t.Fatalf("the same packet from the peer: %+v", c)
 	}
 }

@@ -39,7 +39,8 @@ type Stats struct {
 	ErrNAKsSent, ErrNAKsRcvd uint64 // invalid request, remote access, remote operation
 	DupRequests              uint64 // duplicate requests seen by the responder
 	DupResponses             uint64 // stale or duplicate responses seen by the completer
-	Dropped                  uint64 // packets dropped: wrong state, P_Key, malformed
+	Dropped                  uint64 // packets dropped: wrong state, P_Key, malformed, misaddressed
+	Misaddressed             uint64 // of those, from an address other than the connected peer's
 	// Requests the responder executed, each once: RDMA writes without
 	// immediate placed whole, RDMA reads accepted (what libfabric's
 	// FI_RMA_EVENT counters count at the target).
@@ -55,6 +56,7 @@ type QP struct {
 	recvCQ *verbs.CQ
 	rq     *verbs.RecvQueue
 	path   wire.Path
+	peer   [16]byte // the connected peer's address (path.Dst16): its packets come from there
 	mtu    int
 	// timeout is the retransmit timeout in nanoseconds; 0 is infinite.
 	timeout int64
@@ -144,6 +146,7 @@ func (q *QP) Modify(a *verbs.QPAttr, mask verbs.AttrMask) error {
 	q.attr.Apply(a, mask)
 	if mask&verbs.AttrPath != 0 {
 		q.path = path
+		q.peer = path.Dst16()
 	}
 	if mask&verbs.AttrPathMTU != 0 {
 		q.mtu = a.PathMTU
@@ -243,6 +246,14 @@ func (q *QP) Receive(p *wire.Packet, now int64) {
 	}
 	if !pkeyMatch(p.BTH().PKey(), q.attr.PKey) || p.Info.Mask&wire.MaskRC == 0 {
 		q.stats.Dropped++
+		return
+	}
+	if p.Src().As16() != q.peer {
+		// Not from the peer it is connected to (a stray of an earlier
+		// connection of this QPN, or forged): dropped, as rxe's
+		// check_addr drops it, before it can touch the PSN state.
+		q.stats.Dropped++
+		q.stats.Misaddressed++
 		return
 	}
 	q.stats.RxPackets++
