@@ -18,7 +18,8 @@ type TransportStats = daemonapi.Transport
 // addStats adds an RC queue pair's counters to t.
 func addStats(t *TransportStats, s rc.Stats) {
 	t.Add(TransportStats{Retransmits: s.Retransmits, Timeouts: s.Timeouts, LateTimeouts: s.LateTimeouts, SeqNAKsSent: s.SeqNAKsSent, SeqNAKsRcvd: s.SeqNAKsRcvd,
-		RNRNAKsSent: s.RNRNAKsSent, RNRNAKsRcvd: s.RNRNAKsRcvd, ErrNAKsSent: s.ErrNAKsSent, ErrNAKsRcvd: s.ErrNAKsRcvd})
+		RNRNAKsSent: s.RNRNAKsSent, RNRNAKsRcvd: s.RNRNAKsRcvd, ErrNAKsSent: s.ErrNAKsSent, ErrNAKsRcvd: s.ErrNAKsRcvd,
+		Misaddressed: s.Misaddressed})
 }
 
 // tally is one worker's published sum of its queue pairs' counters: the

@@ -337,8 +337,8 @@ func printDaemon(w io.Writer, d *daemonapi.Stats, indent string) {
 		fmt.Fprintf(w, "%s\tapp[%d]: pid %d uid %d %q, %d QPs, %d connections, %d shared memory regions (%d bytes), rx %d (placed %d) tx %d (gathered %d) denied %d dropped %d\n",
 			indent, a.ID, a.PID, a.UID, a.Name, len(a.QPs), a.Conns, a.MemRegions, a.MemBytes, a.RxFrames, a.Placed, a.TxFrames, a.Gathered, a.Denied, a.Dropped)
 		if t := a.Transport; t != nil {
-			fmt.Fprintf(w, "%s\t\ttransport: retransmits %d timeouts %d (late %d) seq_naks %d/%d rnr_naks %d/%d err_naks %d/%d (sent/received) cq_overruns %d\n",
-				indent, t.Retransmits, t.Timeouts, t.LateTimeouts, t.SeqNAKsSent, t.SeqNAKsRcvd, t.RNRNAKsSent, t.RNRNAKsRcvd, t.ErrNAKsSent, t.ErrNAKsRcvd, t.CQOverruns)
+			fmt.Fprintf(w, "%s\t\ttransport: retransmits %d timeouts %d (late %d) seq_naks %d/%d rnr_naks %d/%d err_naks %d/%d (sent/received) cq_overruns %d misaddressed %d\n",
+				indent, t.Retransmits, t.Timeouts, t.LateTimeouts, t.SeqNAKsSent, t.SeqNAKsRcvd, t.RNRNAKsSent, t.RNRNAKsRcvd, t.ErrNAKsSent, t.ErrNAKsRcvd, t.CQOverruns, t.Misaddressed)
 		}
 	}
 }

@@ -38,7 +38,7 @@ var (
 	descAppFrames  = desc("application_frames_total", "Frames delivered to (rx) and sent for (tx) an application.", "iface", "app", "pid", "name", "direction")
 	descAppDrop    = desc("application_dropped_frames_total", "Frames of an application dropped: denied (it may not send them) or ring_full (for it, its ring full).", "iface", "app", "pid", "name", "reason")
 	descAppPlaced  = desc("application_shared_memory_frames_total", "Frames whose payload the daemon moved straight between the NIC and memory an application shares with it: placed (received, announced by the application) or gathered (sent).", "iface", "app", "pid", "name", "how")
-	descTransport  = desc("application_transport_total", "Transport counters an application reports (retransmits, timeouts, NAKs sent and received by kind, CQ overruns).", "iface", "app", "pid", "name", "counter")
+	descTransport  = desc("application_transport_total", "Transport counters an application reports (retransmits, timeouts, NAKs sent and received by kind, CQ overruns, packets from an address other than the connected peer's).", "iface", "app", "pid", "name", "counter")
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
@@ -102,7 +102,7 @@ func transportCounters(t *daemonapi.Transport) []named {
 	return []named{{"retransmits", t.Retransmits}, {"timeouts", t.Timeouts}, {"late_timeouts", t.LateTimeouts},
 		{"seq_naks_sent", t.SeqNAKsSent}, {"seq_naks_rcvd", t.SeqNAKsRcvd}, {"rnr_naks_sent", t.RNRNAKsSent},
 		{"rnr_naks_rcvd", t.RNRNAKsRcvd}, {"err_naks_sent", t.ErrNAKsSent}, {"err_naks_rcvd", t.ErrNAKsRcvd},
-		{"cq_overruns", t.CQOverruns}}
+		{"cq_overruns", t.CQOverruns}, {"misaddressed", t.Misaddressed}}
 }
 
 // ServeMetrics serves the daemon's metrics on addr (/metrics) until the

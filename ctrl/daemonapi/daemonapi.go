@@ -105,6 +105,9 @@ type Transport struct {
 	ErrNAKsSent  uint64 `json:"err_naks_sent"`
 	ErrNAKsRcvd  uint64 `json:"err_naks_rcvd"`
 	CQOverruns   uint64 `json:"cq_overruns"`
+	// Misaddressed are packets from an address other than the peer their
+	// queue pair is connected to, dropped.
+	Misaddressed uint64 `json:"misaddressed"`
 }
 
 // Add adds o's counters to t's.
@@ -119,6 +122,7 @@ func (t *Transport) Add(o Transport) {
 	t.ErrNAKsSent += o.ErrNAKsSent
 	t.ErrNAKsRcvd += o.ErrNAKsRcvd
 	t.CQOverruns += o.CQOverruns
+	t.Misaddressed += o.Misaddressed
 }
 
 // Error codes in Reply.Code, matched by the errors below.
