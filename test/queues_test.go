@@ -1,7 +1,6 @@
 package test
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 	"github.com/softfabric/softfabric/ctrl/daemonapi"
 	"github.com/softfabric/softfabric/dataplane/xsk"
 	"github.com/softfabric/softfabric/internal/netnstest"
+	"github.com/softfabric/softfabric/internal/syncbuf"
 )
 
 var userSeq atomic.Uint32
@@ -169,16 +169,7 @@ func TestChannelsChangedWhileUp(t *testing.T) {
 	if err := bindQueue(p.B, 1); !errors.Is(err, unix.EINVAL) {
 		t.Fatalf("binding queue 1 of b, not in use: %v, want EINVAL", err)
 	}
-	// With XDP attached at both ends, veth refuses a transmit count above
-	// the peer's receive count: receive first, then transmit.
-	for _, step := range []struct {
-		h      *netnstest.Host
-		rx, tx uint32
-	}{{p.A, 2, 0}, {p.B, 2, 0}, {p.A, 0, 2}, {p.B, 0, 2}} {
-		if err := step.h.Do(func() error { return ctrl.SetChannels(step.h.Index, step.rx, step.tx, 0) }); err != nil {
-			t.Fatal(err)
-		}
-	}
+	raiseChannels(t, p)
 	for _, h := range []*netnstest.Host{p.A, p.B} {
 		checkQueues(t, h, 2, alloc, 1, 2)
 	}
@@ -188,17 +179,7 @@ func TestChannelsChangedWhileUp(t *testing.T) {
 	}
 
 	// A perf server in B holds the device: an AF_XDP socket on each queue.
-	srv := p.B.Command(sfBin, "perf", "write", "--iface", "b", "--json", "--timeout", "60s")
-	var serr bytes.Buffer
-	srv.Stderr = &serr
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(serr.String(), "waiting") && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	serr := perfWriteServer(t, p.B)
 	// It holds both queues: a second socket on either is refused as busy
 	// (where a socket on a queue not in use is invalid, as before the
 	// change).
@@ -207,14 +188,7 @@ func TestChannelsChangedWhileUp(t *testing.T) {
 			t.Fatalf("binding queue %d of b beside the perf server: %v, want EBUSY (server: %s)", q, err, serr.String())
 		}
 	}
-	out := mustSF(t, p.A, "perf", "write", "--iface", "a", "--json", "--timeout", "60s", "--size", "4096", "--iters", "2000", "--qps", "4", "198.19.8.2")
-	var rs []map[string]any
-	if err := json.Unmarshal([]byte(out), &rs); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	if len(rs) != 1 || rs[0]["iterations"].(float64) != 2000 {
-		t.Fatalf("perf write after the channel change: %+v", rs)
-	}
+	rs := perfWriteFourQPs(t, p)
 	// Four queue pairs over the two queues: both workers carried traffic,
 	// the new queue too. (veth runs XDP on a queue added while attached
 	// only after the classifier is attached again, which the device did
@@ -328,24 +302,8 @@ func TestDaemonChannelsGrow(t *testing.T) {
 	upInProcess(t, p.A)
 	up(t, p.B)
 	// A perf server attached before the change.
-	srv := p.B.Command(sfBin, "perf", "write", "--iface", "b", "--json", "--timeout", "60s")
-	var serr bytes.Buffer
-	srv.Stderr = &serr
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
-	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(serr.String(), "waiting") && time.Now().Before(deadline); {
-		time.Sleep(20 * time.Millisecond)
-	}
-	for _, step := range []struct {
-		h      *netnstest.Host
-		rx, tx uint32
-	}{{p.A, 2, 0}, {p.B, 2, 0}, {p.A, 0, 2}, {p.B, 0, 2}} {
-		if err := step.h.Do(func() error { return ctrl.SetChannels(step.h.Index, step.rx, step.tx, 0) }); err != nil {
-			t.Fatal(err)
-		}
-	}
+	perfWriteServer(t, p.B)
+	raiseChannels(t, p)
 	forwarder := func() *daemonapi.WorkerStats {
 		for _, w := range daemonStats(t, p.B).Workers {
 			if w.Forwarder && w.Queue == 1 {
@@ -359,14 +317,7 @@ func TestDaemonChannelsGrow(t *testing.T) {
 			t.Fatalf("b's daemon does not serve queue 1 3 s after it came into use: %s", mustSF(t, p.B, "status", "b"))
 		}
 	}
-	out := mustSF(t, p.A, "perf", "write", "--iface", "a", "--json", "--timeout", "60s", "--size", "4096", "--iters", "2000", "--qps", "4", "198.19.8.2")
-	var rs []map[string]any
-	if err := json.Unmarshal([]byte(out), &rs); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	if len(rs) != 1 || rs[0]["iterations"].(float64) != 2000 {
-		t.Fatalf("perf write after the channel change: %+v", rs)
-	}
+	rs := perfWriteFourQPs(t, p)
 	if workers, _ := rs[0]["workers"].([]any); len(workers) != 2 {
 		t.Fatalf("the client's workers: %+v", rs[0]["workers"])
 	}
@@ -377,5 +328,55 @@ func TestDaemonChannelsGrow(t *testing.T) {
 	}
 	if text := mustSF(t, p.B, "status", "b"); !strings.Contains(text, "forwarder[1] to worker[0]") {
 		t.Fatalf("status lacks the forwarder:\n%s", text)
+	}
+}
+
+// perfWriteServer starts `softfabric perf write` serving on h's interface
+// and returns once it waits for a client (or after 5 s), with its
+// standard error; the test's end kills it.
+func perfWriteServer(t *testing.T, h *netnstest.Host) *syncbuf.Buffer {
+	t.Helper()
+	srv := h.Command(sfBin, "perf", "write", "--iface", h.Iface, "--json", "--timeout", "60s")
+	serr := new(syncbuf.Buffer)
+	srv.Stderr = serr
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(serr.String(), "waiting") && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return serr
+}
+
+// perfWriteFourQPs runs `softfabric perf write` from a to b (198.19.8.2)
+// over four queue pairs, 2000 messages of 4 KiB, and returns its result
+// after checking that every message went.
+func perfWriteFourQPs(t *testing.T, p *netnstest.Pair) []map[string]any {
+	t.Helper()
+	out := mustSF(t, p.A, "perf", "write", "--iface", "a", "--json", "--timeout", "60s", "--size", "4096", "--iters", "2000", "--qps", "4", "198.19.8.2")
+	var rs []map[string]any
+	if err := json.Unmarshal([]byte(out), &rs); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if len(rs) != 1 || rs[0]["iterations"].(float64) != 2000 {
+		t.Fatalf("perf write after the channel change: %+v", rs)
+	}
+	return rs
+}
+
+// raiseChannels raises both ends of p's veth to two receive and two
+// transmit queues, as ethtool -L a rx 2 tx 2 (and the same at b) does.
+// With XDP attached at both ends, veth refuses a transmit count above the
+// peer's receive count: receive first, then transmit.
+func raiseChannels(t *testing.T, p *netnstest.Pair) {
+	t.Helper()
+	for _, step := range []struct {
+		h      *netnstest.Host
+		rx, tx uint32
+	}{{p.A, 2, 0}, {p.B, 2, 0}, {p.A, 0, 2}, {p.B, 0, 2}} {
+		if err := step.h.Do(func() error { return ctrl.SetChannels(step.h.Index, step.rx, step.tx, 0) }); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

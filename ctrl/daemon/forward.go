@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -12,7 +11,6 @@ import (
 	"github.com/softfabric/softfabric/dataplane/handoff"
 	"github.com/softfabric/softfabric/dataplane/link"
 	"github.com/softfabric/softfabric/dataplane/xsk"
-	"github.com/softfabric/softfabric/device"
 )
 
 // A forwarder serves a queue the device came to use after the daemon
@@ -72,20 +70,11 @@ func (d *Daemon) grow() error {
 // run moves what the NIC delivers on the forwarder's queue to its home
 // worker, until ctx ends.
 func (f *forwarder) run(ctx context.Context) error {
-	runtime.LockOSThread()
-	if cpus := f.d.cfg.CPUs; len(cpus) > 0 {
-		if err := device.PinCPU(cpus[f.q%len(cpus)]); err != nil {
-			return err
-		}
+	if err := f.d.lockThread(f.q); err != nil {
+		return err
 	}
 	idle := 0
-	done := ctx.Done()
-	for {
-		select {
-		case <-done:
-			return nil
-		default:
-		}
+	for done := ctx.Done(); !stopped(done); {
 		f.passes.Add(1)
 		n := f.sock.RecvZC(f.views)
 		if n > 0 {
@@ -101,14 +90,9 @@ func (f *forwarder) run(ctx context.Context) error {
 			continue
 		}
 		idle++
-		switch {
-		case idle < idleSpin:
-		case idle < idleSpin+idleYield:
-			schedYield()
-		default:
-			f.sleep()
-		}
+		pace(idle, f.sleep)
 	}
+	return nil
 }
 
 // sleep blocks until the NIC has frames for the forwarder or maxSleep.
@@ -142,14 +126,7 @@ func (w *worker) forwarded(apps []*app) bool {
 			continue
 		}
 		did = true // counted received by the forwarder
-		for _, f := range w.views[:n] {
-			if err := w.pkt.Parse(f); err != nil {
-				w.c.malformed.Add(1)
-				continue
-			}
-			w.deliver(&w.pkt, f)
-		}
-		w.publish(apps)
+		w.deliverAll(apps, w.views[:n])
 		r.Release()
 	}
 	return did

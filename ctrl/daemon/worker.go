@@ -126,22 +126,46 @@ func envInt(name string, def int) int {
 	return def
 }
 
-func (w *worker) run(ctx context.Context) error {
+// lockThread locks the calling goroutine to its thread, and pins the
+// thread to the CPU Config.CPUs gives queue q, if any: how a worker and a
+// forwarder start.
+func (d *Daemon) lockThread(q int) error {
 	runtime.LockOSThread()
-	if cpus := w.d.cfg.CPUs; len(cpus) > 0 {
-		if err := device.PinCPU(cpus[w.q%len(cpus)]); err != nil {
-			return err
-		}
+	if cpus := d.cfg.CPUs; len(cpus) > 0 {
+		return device.PinCPU(cpus[q%len(cpus)])
+	}
+	return nil
+}
+
+// stopped reports whether done is closed, without blocking: a receive,
+// no lock, unlike ctx.Err.
+func stopped(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}
+
+// pace is what an idle loop does after its idle-th empty pass: spin,
+// then yield, then sleep.
+func pace(idle int, sleep func()) {
+	switch {
+	case idle < idleSpin:
+	case idle < idleSpin+idleYield:
+		schedYield()
+	default:
+		sleep()
+	}
+}
+
+func (w *worker) run(ctx context.Context) error {
+	if err := w.d.lockThread(w.q); err != nil {
+		return err
 	}
 	idle := 0
-	done := ctx.Done()
-	for {
-		// A receive that does not block: no lock, unlike ctx.Err.
-		select {
-		case <-done:
-			return nil
-		default:
-		}
+	for done := ctx.Done(); !stopped(done); {
 		pass := w.passes.Add(1)
 		if w.nexp > 0 {
 			w.now = int64(time.Since(w.epoch))
@@ -171,14 +195,9 @@ func (w *worker) run(ctx context.Context) error {
 			continue
 		}
 		idle++
-		switch {
-		case idle < idleSpin:
-		case idle < idleSpin+idleYield:
-			schedYield()
-		default:
-			w.sleep(apps)
-		}
+		pace(idle, func() { w.sleep(apps) })
 	}
+	return nil
 }
 
 // receive moves a batch from the NIC to the applications' rings.
@@ -188,18 +207,24 @@ func (w *worker) receive(apps []*app) bool {
 		return false
 	}
 	w.c.rx.Add(uint64(n))
-	for _, f := range w.views[:n] {
+	// Publish first: the applications wait for these frames, the kernel
+	// has chunks to spare.
+	w.deliverAll(apps, w.views[:n])
+	w.sock.ReleaseRx()
+	return true
+}
+
+// deliverAll delivers received frames (deliver), counting those it
+// cannot parse, and publishes the rings it filled.
+func (w *worker) deliverAll(apps []*app, frames [][]byte) {
+	for _, f := range frames {
 		if err := w.pkt.Parse(f); err != nil {
 			w.c.malformed.Add(1)
 			continue
 		}
 		w.deliver(&w.pkt, f)
 	}
-	// Publish first: the applications wait for these frames, the kernel
-	// has chunks to spare.
 	w.publish(apps)
-	w.sock.ReleaseRx()
-	return true
 }
 
 // deliver hands frame f, parsed in p, to the application that owns its
