@@ -157,24 +157,11 @@ func OpenQueues(iface string, o OpenOptions) (q *Queues, err error) {
 			_ = cls.DeleteQP(qpn)
 		}
 	}
-	if dev.Kind == "veth" && dev.Queues > st.Queues {
-		// veth does not run an attached program on receive queues added
-		// after it was attached (channels raised with ethtool -L while up;
-		// seen on 6.18: frames on a new queue skip XDP and die in the
-		// stack). Attach it again, so that every queue served runs it.
-		if err := reattach(cls, st, dev.Queues, runDir); err != nil {
-			return nil, fmt.Errorf("%s: its channels grew since up: %w", iface, err)
-		}
-	}
-	queues := dev.Queues
-	if st.QueueLimit > 0 && st.QueueLimit < queues {
-		queues = st.QueueLimit
-	}
-	if o.Queues > 0 && o.Queues < queues {
-		queues = o.Queues
+	if err := q.reattachGrown(dev); err != nil {
+		return nil, fmt.Errorf("%s: its channels grew since up: %w", iface, err)
 	}
 	q.limit = o.Queues
-	for i := 0; i < queues; i++ {
+	for i := 0; i < q.served(dev.Queues); i++ {
 		if _, err := q.openSocket(i); err != nil {
 			return nil, err
 		}
@@ -199,32 +186,47 @@ func (q *Queues) openSocket(i int) (*xsk.Socket, error) {
 	return s, nil
 }
 
-// Grow binds sockets to the queues the device has come to use since the
-// queues were opened (its channels raised with ethtool -L), within the
-// limits OpenQueues kept (`up --queues`, OpenOptions.Queues), and returns
-// them: none when it uses no more. On veth it attaches the classifier
-// again first, as OpenQueues does, so that the new queues run it. The
-// caller serves the new sockets; the socket record (SaveSockets, when
-// made) is written again.
-func (q *Queues) Grow() ([]*xsk.Socket, error) {
-	dev, err := ctrl.LookupDevice(q.Dev.Name)
-	if err != nil {
-		return nil, err
-	}
-	queues := dev.Queues
+// served is how many of the n queues a device uses these queues serve:
+// all, or as many as `up --queues` (the state's limit) and
+// OpenOptions.Queues allow.
+func (q *Queues) served(n int) int {
 	for _, limit := range []int{q.State.QueueLimit, q.limit} {
-		if limit > 0 && limit < queues {
-			queues = limit
+		if limit > 0 && limit < n {
+			n = limit
 		}
 	}
+	return n
+}
+
+// reattachGrown attaches the classifier again when dev is a veth that
+// uses more queues than when it was attached: veth does not run an
+// attached program on receive queues added after it was attached
+// (channels raised with ethtool -L while up; seen on 6.18: frames on a
+// new queue skip XDP and die in the stack), so that every queue served
+// runs it.
+func (q *Queues) reattachGrown(dev *ctrl.Device) error {
+	if dev.Kind != "veth" || dev.Queues <= q.State.Queues {
+		return nil
+	}
+	return reattach(q.Classifier, q.State, dev.Queues, q.RunDir)
+}
+
+// Grow binds sockets to the queues device dev (these queues' device, as
+// just looked up) has come to use since the queues were opened (its
+// channels raised with ethtool -L), within the limits OpenQueues kept
+// (`up --queues`, OpenOptions.Queues), and returns them: none when it
+// uses no more. On veth it attaches the classifier again first, as
+// OpenQueues does, so that the new queues run it. The caller serves the
+// new sockets; the socket record (SaveSockets, when made) is written
+// again.
+func (q *Queues) Grow(dev *ctrl.Device) ([]*xsk.Socket, error) {
+	queues := q.served(dev.Queues)
 	have := len(q.Sockets)
 	if queues <= have {
 		return nil, nil
 	}
-	if dev.Kind == "veth" && dev.Queues > q.State.Queues {
-		if err := reattach(q.Classifier, q.State, dev.Queues, q.RunDir); err != nil {
-			return nil, fmt.Errorf("%s: its channels grew: %w", dev.Name, err)
-		}
+	if err := q.reattachGrown(dev); err != nil {
+		return nil, fmt.Errorf("%s: its channels grew: %w", dev.Name, err)
 	}
 	for i := have; i < queues; i++ {
 		if _, err := q.openSocket(i); err != nil {

@@ -305,12 +305,13 @@ func (d *Daemon) housekeep() {
 		case <-t.C:
 		}
 		if i%10 == 9 {
-			if err := d.stillThere(); err != nil {
+			dev, err := d.stillThere()
+			if err != nil {
 				d.logf("stopping: %v", err)
 				d.fail(err)
 				return
 			}
-			if err := d.grow(); err != nil && err.Error() != growErr {
+			if err := d.grow(dev); err != nil && err.Error() != growErr {
 				d.logf("serving the queues that came into use: %v", err)
 				growErr = err.Error()
 			}
@@ -328,25 +329,27 @@ func (d *Daemon) housekeep() {
 var ErrDeviceRemoved = errors.New("daemon: the device went away")
 
 // stillThere checks the device as `up` and Open do: the interface is
-// there and its record (ctrl.State) still describes it.
-func (d *Daemon) stillThere() error {
+// there and its record (ctrl.State) still describes it. It returns the
+// device as it looked it up, nil after a netlink hiccup (look again
+// later).
+func (d *Daemon) stillThere() (*ctrl.Device, error) {
 	dev, err := ctrl.LookupDevice(d.cfg.Iface)
 	if errors.Is(err, ctrl.ErrNoDevice) {
-		return fmt.Errorf("%w: %s is gone", ErrDeviceRemoved, d.cfg.Iface)
+		return nil, fmt.Errorf("%w: %s is gone", ErrDeviceRemoved, d.cfg.Iface)
 	}
 	if err != nil {
-		return nil // a netlink hiccup: look again later
+		return nil, nil
 	}
 	st, err := ctrl.LoadState(d.q.RunDir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("%w: %s is no longer up (its record is gone)", ErrDeviceRemoved, d.cfg.Iface)
+		return nil, fmt.Errorf("%w: %s is no longer up (its record is gone)", ErrDeviceRemoved, d.cfg.Iface)
 	}
 	if err == nil {
 		if err := st.Current(dev); err != nil {
-			return fmt.Errorf("%w: %s: %w", ErrDeviceRemoved, d.cfg.Iface, err)
+			return nil, fmt.Errorf("%w: %s: %w", ErrDeviceRemoved, d.cfg.Iface, err)
 		}
 	}
-	return nil
+	return dev, nil
 }
 
 // authorize checks the peer's credentials: root, or a member of the

@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/softfabric/softfabric/ctrl"
 	"github.com/softfabric/softfabric/ctrl/daemonapi"
 	"github.com/softfabric/softfabric/dataplane/handoff"
 	"github.com/softfabric/softfabric/dataplane/link"
@@ -41,13 +42,14 @@ type forwarder struct {
 // forwardRing is the frames a forwarder's handoff ring holds.
 const forwardRing = 1024
 
-// grow serves the queues the device came to use since the daemon started
-// (device.Queues.Grow), each with a forwarder. It runs on housekeep.
-func (d *Daemon) grow() error {
-	if d.cfg.Queues > 0 && len(d.q.Sockets) >= d.cfg.Queues {
+// grow serves the queues device dev (as housekeep just looked it up; nil
+// after a netlink hiccup) came to use since the daemon started
+// (device.Queues.Grow), each with a forwarder.
+func (d *Daemon) grow(dev *ctrl.Device) error {
+	if dev == nil {
 		return nil
 	}
-	socks, err := d.q.Grow()
+	socks, err := d.q.Grow(dev)
 	for _, s := range socks {
 		f := &forwarder{d: d, q: s.Queue(), sock: s, home: d.workers[s.Queue()%len(d.workers)],
 			ring: handoff.New(forwardRing, s.MaxFrame()), views: make([][]byte, link.IdealBatch)}

@@ -186,9 +186,7 @@ func (w *worker) rejectUnrouted(p *wire.Packet) {
 	w.c.rejected.Add(1)
 	if err := w.lpkt.Parse(f); err == nil && w.local(&w.lpkt) {
 		// The request came from an application on this device.
-		w.c.looped.Add(1)
-		w.looped = true
-		w.deliver(&w.lpkt, f)
+		w.loopBack(&w.lpkt, f)
 		w.sock.TxSubmit(0)
 		return
 	}

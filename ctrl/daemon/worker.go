@@ -315,10 +315,17 @@ func (w *worker) loop(a *app, c []byte) {
 			return
 		}
 	}
-	w.c.looped.Add(1)
 	a.st[w.q].tx.Add(1)
+	w.loopBack(p, c)
+}
+
+// loopBack delivers frame f, parsed in p, which an application on this
+// device (or the daemon for it) sent to the device itself, counting it
+// looped; the rings are published after the applications' transmits.
+func (w *worker) loopBack(p *wire.Packet, f []byte) {
+	w.c.looped.Add(1)
 	w.looped = true
-	w.deliver(p, c)
+	w.deliver(p, f)
 }
 
 // transmit moves what application a put on its ring for this queue to
