@@ -141,6 +141,29 @@ func (s *State) Current(dev *Device) error {
 	return nil
 }
 
+// reattachGrace is how long Settled waits for a missing classifier to
+// come back.
+const reattachGrace = 500 * time.Millisecond
+
+// Settled is Current for a reader that acts on the answer (status, up,
+// down, an application opening the device): while the classifier is
+// missing it looks dev up again for up to half a second, because the
+// daemon serving a veth detaches the classifier and attaches it again
+// when the veth's channels grow (device.Queues.Grow), and for that moment
+// the interface has no program. It returns the device as last looked up.
+func (s *State) Settled(dev *Device) (*Device, error) {
+	err := s.Current(dev)
+	for deadline := time.Now().Add(reattachGrace); err != nil && dev.XDPProgID == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+		d, lerr := LookupDevice(dev.Name)
+		if lerr != nil {
+			break
+		}
+		dev, err = d, s.Current(d)
+	}
+	return dev, err
+}
+
 // SaveState writes s to dir/state.json atomically (a temporary file renamed
 // over it), mode 0600, creating dir (0700) as needed.
 func SaveState(dir string, s *State) error {

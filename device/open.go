@@ -130,7 +130,7 @@ func OpenQueues(iface string, o OpenOptions) (q *Queues, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := st.Current(dev); err != nil {
+	if dev, err = st.Settled(dev); err != nil {
 		return nil, fmt.Errorf("%w %s (%v; run 'softfabric up %s')", ErrNotUp, iface, err, iface)
 	}
 	lock, err := ctrl.LockDevice(runDir)

@@ -312,7 +312,11 @@ func TestDaemonChannelsGrow(t *testing.T) {
 		}
 		return nil
 	}
-	for deadline := time.Now().Add(3 * time.Second); forwarder() == nil; time.Sleep(50 * time.Millisecond) {
+	// Polled often: on veth the daemon attaches the classifier again
+	// for the new queue, and status (as up, down and an application
+	// opening the device) must wait through that moment, not call the
+	// device down.
+	for deadline := time.Now().Add(3 * time.Second); forwarder() == nil; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("b's daemon does not serve queue 1 3 s after it came into use: %s", mustSF(t, p.B, "status", "b"))
 		}

@@ -98,7 +98,7 @@ func cmdUp(args []string, stdout, _ io.Writer) error {
 	}
 	runDir, pinDir := ctrl.RunDir(dev.NetNS, iface), ctrl.BPFDir(dev.NetNS, iface)
 	if st, err := ctrl.LoadState(runDir); err == nil {
-		if st.Current(dev) == nil {
+		if _, err := st.Settled(dev); err == nil {
 			if _, alive := daemonPID(runDir); !alive && !o.noDaemon {
 				// Up, but its daemon died: start it again.
 				pid, err := startDaemon(iface, runDir, o.daemon)
@@ -228,7 +228,11 @@ func cmdDown(args []string, stdout, _ io.Writer) error {
 	}
 	runDir, pinDir := ctrl.RunDir(dev.NetNS, iface), ctrl.BPFDir(dev.NetNS, iface)
 	st, stErr := ctrl.LoadState(runDir)
-	if stErr == nil && st.Current(dev) != nil {
+	var stale error
+	if stErr == nil {
+		dev, stale = st.Settled(dev)
+	}
+	if stale != nil {
 		// Debris of another namespace or of a detached program: clear it,
 		// but this interface was not up.
 		_ = bpf.Remove(pinDir)
