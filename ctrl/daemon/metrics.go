@@ -31,6 +31,7 @@ var (
 	descWorkerLoop = desc("worker_looped_frames_total", "Frames from one application on the device to another (or itself) that a daemon worker switched between their rings instead of sending them.", "iface", "queue")
 	descWorkerDrop = desc("worker_dropped_frames_total", "Frames a daemon worker dropped, by reason.", "iface", "queue", "reason")
 	descWorkerIdle = desc("worker_sleeps_total", "Times a daemon worker slept idle.", "iface", "queue")
+	descWorkerHand = desc("worker_expectations_total", "Expectations (reads an application announced) a daemon worker handed to the worker their responses arrive at (handed), and those that did not take effect on the way (late: a full ring, or responses already passed).", "iface", "queue", "how")
 	descCMRejects  = desc("cm_rejects_total", "RDMA-CM connection requests no application took, rejected by the daemon (REJ Invalid Service ID, or SIDR_REP Unsupported).", "iface", "queue")
 	descApps       = desc("applications", "Applications attached to the daemon.", "iface")
 	descAppQPs     = desc("application_qps", "Queue pair numbers an application holds.", "iface", "app", "pid", "name")
@@ -42,7 +43,7 @@ var (
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descVerdicts, descWorkerRx, descWorkerTx, descWorkerLoop, descWorkerDrop, descWorkerIdle, descCMRejects, descApps, descAppQPs, descAppMem, descAppFrames, descAppDrop, descAppPlaced, descTransport} {
+	for _, d := range []*prometheus.Desc{descVerdicts, descWorkerRx, descWorkerTx, descWorkerLoop, descWorkerDrop, descWorkerIdle, descWorkerHand, descCMRejects, descApps, descAppQPs, descAppMem, descAppFrames, descAppDrop, descAppPlaced, descTransport} {
 		ch <- d
 	}
 }
@@ -73,6 +74,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descWorkerDrop, w.RingFulls, iface, q, "ring_full")
 		counter(descWorkerIdle, w.Sleeps, iface, q)
 		counter(descCMRejects, w.CMRejects, iface, q)
+		counter(descWorkerHand, w.ExpectationsHanded, iface, q, "handed")
+		counter(descWorkerHand, w.ExpectationsLate, iface, q, "late")
 	}
 	ch <- prometheus.MustNewConstMetric(descApps, prometheus.GaugeValue, float64(len(st.Apps)), iface)
 	for _, a := range st.Apps {

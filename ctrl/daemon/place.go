@@ -64,10 +64,21 @@ type qpExpect struct {
 }
 
 // expect records the expectation x that application a sent on this
-// worker's ring, after checking it against what a owns; it reports
-// whether it was taken.
+// worker's ring, after checking it against what a owns, in the worker
+// that receives the queue pair's packets (route.go); it reports whether
+// it was taken.
 func (w *worker) expect(a *app, x *shmlink.Expectation, now int64) bool {
-	if !placing || x.QPN >= uint32(len(w.d.owner)) || w.d.owner[x.QPN].Load() != a {
+	if !expectable(w.d, a, x) {
+		return false
+	}
+	return w.route(a, x, now)
+}
+
+// expectable reports whether application a may announce x: for a queue
+// pair it owns, a buffer inside one of its shared regions, a path MTU
+// and a length the packets can carry.
+func expectable(d *Daemon, a *app, x *shmlink.Expectation) bool {
+	if !placing || x.QPN >= uint32(len(d.owner)) || d.owner[x.QPN].Load() != a {
 		return false
 	}
 	if x.MTU&expectMTUs == 0 || x.MTU&(x.MTU-1) != 0 || x.Packets == 0 || x.Packets > maxExpectPk ||
@@ -79,9 +90,12 @@ func (w *worker) expect(a *app, x *shmlink.Expectation, now int64) bool {
 		return false
 	}
 	reg, ok := (*mem)[x.Region]
-	if !ok || x.Offset > uint64(len(reg)) || x.Len > uint64(len(reg))-x.Offset {
-		return false
-	}
+	return ok && x.Offset <= uint64(len(reg)) && x.Len <= uint64(len(reg))-x.Offset
+}
+
+// insert adds the checked expectation x of application a to this
+// worker's table; it reports false when the table is full.
+func (w *worker) insert(a *app, x *shmlink.Expectation, now int64) bool {
 	q := w.exp[x.QPN]
 	if q == nil {
 		if len(w.exp) >= maxExpectQP {
@@ -120,6 +134,14 @@ func (w *worker) expect(a *app, x *shmlink.Expectation, now int64) bool {
 // PSN.
 func rangesOverlap(a psn.PSN, n uint32, b psn.PSN, m uint32) bool {
 	return b.InWindow(a, n) || a.InWindow(b, m)
+}
+
+// dropExpect forgets queue pair qpn's expectations.
+func (w *worker) dropExpect(qpn uint32) {
+	if q := w.exp[qpn]; q != nil {
+		w.nexp -= q.n
+		delete(w.exp, qpn)
+	}
 }
 
 // pruneExpect forgets expectations that lapsed or whose application no

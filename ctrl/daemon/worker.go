@@ -54,10 +54,14 @@ type worker struct {
 	nexp  int
 	now   int64
 	epoch time.Time
+	// hands are the rings on which the other workers hand this one
+	// expectations, by their queue (route.go); nil with one worker.
+	hands []*handRing
 }
 
 type workerCounters struct {
 	rx, tx, unknown, malformed, sleeps, stalls, ringFull, rejected, looped atomic.Uint64
+	handed, handFull, handLate                                             atomic.Uint64 // expectations (route.go)
 }
 
 func newWorker(d *Daemon, q int, s *xsk.Socket) (*worker, error) {
@@ -93,7 +97,8 @@ func (w *worker) quiesce() {
 func (w *worker) stats() daemonapi.WorkerStats {
 	return daemonapi.WorkerStats{Queue: w.q, RxFrames: w.c.rx.Load(), TxFrames: w.c.tx.Load(), Unknown: w.c.unknown.Load(),
 		Malformed: w.c.malformed.Load(), Sleeps: w.c.sleeps.Load(), Passes: w.passes.Load(), TxStalls: w.c.stalls.Load(),
-		RingFulls: w.c.ringFull.Load(), CMRejects: w.c.rejected.Load(), Looped: w.c.looped.Load()}
+		RingFulls: w.c.ringFull.Load(), CMRejects: w.c.rejected.Load(), Looped: w.c.looped.Load(),
+		ExpectationsHanded: w.c.handed.Load(), ExpectationsLate: w.c.handLate.Load() + w.c.handFull.Load()}
 }
 
 // Idle pacing: spin, then yield the CPU (sched_yield(2): the worker's
@@ -167,6 +172,9 @@ func (w *worker) run(ctx context.Context) error {
 	idle := 0
 	for done := ctx.Done(); !stopped(done); {
 		pass := w.passes.Add(1)
+		if w.hands != nil {
+			w.takeHanded()
+		}
 		if w.nexp > 0 {
 			w.now = int64(time.Since(w.epoch))
 			if pass%pruneEvery == 0 {
@@ -246,6 +254,9 @@ func (w *worker) deliver(p *wire.Packet, f []byte) {
 		}
 	} else {
 		a = w.d.owner[qpn].Load()
+		if a != nil && p.Info.Mask&wire.MaskDETH == 0 {
+			w.arrived(qpn, p)
+		}
 	}
 	if a == nil {
 		w.c.unknown.Add(1)

@@ -218,6 +218,11 @@ type WorkerStats struct {
 	RingFulls uint64 `json:"ring_fulls"` // frames dropped on an application's full ring
 	CMRejects uint64 `json:"cm_rejects"` // RDMA-CM requests no application took, rejected by the daemon
 	Looped    uint64 `json:"looped"`     // frames between applications on the device, switched without the NIC
+	// Expectations this worker handed to another, the one their
+	// packets arrive at, and those that did not take effect on the way
+	// (a full ring here, or, there, responses already passed).
+	ExpectationsHanded uint64 `json:"expectations_handed,omitempty"`
+	ExpectationsLate   uint64 `json:"expectations_late,omitempty"`
 
 	// Forwarder: a queue that came into use after the daemon started,
 	// whose frames go to worker Home (RingFulls: those dropped on the

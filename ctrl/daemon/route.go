@@ -1,0 +1,176 @@
+package daemon
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/softfabric/softfabric/dataplane/link/shmlink"
+	"github.com/softfabric/softfabric/dataplane/psn"
+	"github.com/softfabric/softfabric/dataplane/wire"
+)
+
+// Expectations and queues. An application announces a READ on the ring
+// of its worker that owns the queue pair, and so to the daemon's worker
+// of that queue; the NIC delivers the responses on the queue its hashing
+// picks (RSS on a NIC; on veth, the queue the peer sent them on), often
+// another. The worker that takes an expectation therefore hands it to
+// the worker that receives the queue pair's packets (Daemon.rx), through
+// a small ring between the two, or to every worker while none has
+// arrived yet (a queue pair's first read).
+//
+// Handing over races with the responses: the request leaves as soon as
+// the taking worker moves on, and the receiving worker takes what was
+// handed only at the start of its next pass. Were some responses passed
+// whole before the expectation was in place, it would wait for a PSN that
+// will not come, and could later place a duplicate of a response into a
+// buffer the application already had back. So the receiving worker takes
+// a handed expectation only if it has passed no response at or after the
+// expectation's first PSN (Daemon.rx records the last), and a worker
+// forgets a queue pair's expectations when the pair's packets move to it
+// from another queue (they were made for the other).
+
+// rx is what Daemon.rx holds for a queue pair: the worker that last
+// delivered one of its RC packets, plus one (0: none yet), in the high
+// word; rxResp and the PSN of the last READ response delivered, in the
+// low word.
+const rxResp = 1 << 31
+
+// rxWorker is the worker of an rx word, or -1.
+func rxWorker(v uint64) int { return int(v>>32) - 1 }
+
+// arrived records that this worker delivers an RC packet, parsed in p, of
+// queue pair qpn, and forgets the pair's expectations here when its
+// packets came to another worker before (a flow moved between queues).
+// One load per packet, and a store when something changed.
+func (w *worker) arrived(qpn uint32, p *wire.Packet) {
+	r := &w.d.rx[qpn]
+	old := r.Load()
+	v := uint64(w.q+1)<<32 | old&0xffffffff
+	switch p.Opcode {
+	case wire.RCReadResponseFirst, wire.RCReadResponseMiddle, wire.RCReadResponseLast, wire.RCReadResponseOnly:
+		v = uint64(w.q+1)<<32 | rxResp | uint64(p.BTH().PSN())
+	}
+	if v == old {
+		return
+	}
+	r.Store(v)
+	if h := rxWorker(old); h >= 0 && h != w.q && w.nexp > 0 {
+		w.dropExpect(qpn)
+	}
+}
+
+// handed is an expectation on its way between workers.
+type handed struct {
+	a *app
+	x shmlink.Expectation
+}
+
+// handRing passes expectations from one worker to another: one producer,
+// one consumer, a fixed number of slots. What does not fit is not placed.
+type handRing struct {
+	tail atomic.Uint32 // written by the producer
+	_    [60]byte
+	head atomic.Uint32 // written by the consumer
+	_    [60]byte
+	m    [64]handed
+}
+
+func (r *handRing) push(h handed) bool {
+	t := r.tail.Load()
+	if t-r.head.Load() == uint32(len(r.m)) {
+		return false
+	}
+	r.m[t%uint32(len(r.m))] = h
+	r.tail.Store(t + 1)
+	return true
+}
+
+// pop takes the oldest expectation into h, clearing its slot (no pointer
+// to an application stays behind).
+func (r *handRing) pop(h *handed) bool {
+	hd := r.head.Load()
+	if hd == r.tail.Load() {
+		return false
+	}
+	s := &r.m[hd%uint32(len(r.m))]
+	*h, *s = *s, handed{}
+	r.head.Store(hd + 1)
+	return true
+}
+
+// connectHands gives each of the workers a ring from each other one.
+func connectHands(ws []*worker) {
+	if len(ws) < 2 {
+		return
+	}
+	for _, w := range ws {
+		w.hands = make([]*handRing, len(ws))
+		for k := range ws {
+			if k != w.q {
+				w.hands[k] = new(handRing)
+			}
+		}
+	}
+}
+
+// route puts the checked expectation x of application a where its
+// packets arrive: in this worker's table, in another worker's hand ring,
+// or, while none has arrived, in every worker's. It reports whether it
+// went anywhere.
+func (w *worker) route(a *app, x *shmlink.Expectation, now int64) bool {
+	h := -1
+	if x.QPN < uint32(len(w.d.rx)) {
+		h = rxWorker(w.d.rx[x.QPN].Load())
+	}
+	ws := w.d.workers
+	switch {
+	case h == w.q || len(ws) < 2 || h >= len(ws):
+		return w.insert(a, x, now)
+	case h >= 0:
+		return w.handTo(ws[h], a, x)
+	}
+	ok := w.insert(a, x, now)
+	for _, o := range ws {
+		if o != w && w.handTo(o, a, x) {
+			ok = true
+		}
+	}
+	return ok
+}
+
+// handTo pushes an expectation to worker o, waking it if it sleeps.
+func (w *worker) handTo(o *worker, a *app, x *shmlink.Expectation) bool {
+	if !o.hands[w.q].push(handed{a: a, x: *x}) {
+		w.c.handFull.Add(1)
+		return false
+	}
+	w.c.handed.Add(1)
+	if o.asleep.Load() {
+		o.kick()
+	}
+	return true
+}
+
+// takeHanded takes the expectations other workers handed this one, each
+// still its application's and none of its responses passed yet.
+func (w *worker) takeHanded() {
+	var h handed
+	for _, r := range w.hands {
+		if r == nil || r.head.Load() == r.tail.Load() {
+			continue
+		}
+		w.now = int64(time.Since(w.epoch))
+		for r.pop(&h) {
+			x := &h.x
+			if w.d.owner[x.QPN].Load() != h.a {
+				continue // gone since: nothing to place
+			}
+			v := w.d.rx[x.QPN].Load()
+			if v&rxResp != 0 && !psn.PSN(v&psn.Mask).Before(psn.PSN(x.PSN)) {
+				w.c.handLate.Add(1)
+				continue
+			}
+			w.insert(h.a, x, w.now)
+		}
+	}
+}

@@ -1,0 +1,92 @@
+package test
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/softfabric/softfabric/bpf/impair"
+	"github.com/softfabric/softfabric/dataplane/rc"
+	"github.com/softfabric/softfabric/dataplane/verbs"
+	"github.com/softfabric/softfabric/device"
+	"github.com/softfabric/softfabric/internal/netnstest"
+)
+
+// TestPlacedReadsQueues: with several queues, a read's responses are
+// placed whatever queue they arrive on. The application announces a read
+// on the ring of the worker that owns its queue pair, while the NIC
+// delivers the responses on the queue its hashing picks (on veth, the one
+// the peer sent them on): the daemon's worker that receives them must
+// know the expectation. Four queue pairs, each owned by a worker of its
+// own at either end, read 1 MiB each; then the same over a wire that
+// drops, corrupts and duplicates 2 % of the frames.
+func TestPlacedReadsQueues(t *testing.T) {
+	for _, impaired := range []bool{false, true} {
+		t.Run(map[bool]string{false: "clean", true: "impaired"}[impaired], func(t *testing.T) { testPlacedReadsQueues(t, impaired) })
+	}
+}
+
+func testPlacedReadsQueues(t *testing.T, impaired bool) {
+	p := setup(t, netnstest.Options{Queues: 2}, impaired)
+	up(t, p.A, p.B)
+	if impaired {
+		for _, im := range impairWire(t, p, impair.Config{DropPPM: 20_000, CorruptPPM: 20_000, DuplicatePPM: 20_000, UDPPort: impair.RoCEv2Port}) {
+			t.Cleanup(func() { im.Close() })
+		}
+	}
+	a, b := open(t, p.A), open(t, p.B)
+	mem, free, err := a.d.AllocMemory(8 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer free()
+	shared, err := a.d.MRs().Register(mem, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(b.buf.Bytes(), 5)
+	const n = 1 << 20
+	var qas []*rc.QP
+	for i := range 4 {
+		qa, _ := rcPairWith(t, a, b, verbs.NewRecvQueue(4), verbs.NewRecvQueue(4), i%2, (i/2)%2, device.ConnectOptions{Timeout: 17})
+		qas = append(qas, qa)
+	}
+	before := placedFrames(t, p.A)
+	for round := range 3 {
+		clear(mem)
+		for i, qa := range qas {
+			wr := verbs.SendWR{Op: verbs.OpRead, Flags: verbs.Signaled, SGL: sge(shared, i*(2<<20), n),
+				RemoteAddr: b.buf.Addr() + uint64(i*4096), RKey: b.buf.RKey(), ID: uint64(i)}
+			if err := qa.PostSend(&wr); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, c := range poll(t, a, b, a.scq, len(qas)) {
+			if c.Status != verbs.Success {
+				t.Fatalf("round %d: read %d: %v", round, c.WRID, c.Status)
+			}
+		}
+		for i := range qas {
+			if !bytes.Equal(mem[i*(2<<20):i*(2<<20)+n], b.buf.Bytes()[i*4096:i*4096+n]) {
+				t.Fatalf("round %d: read %d is not what the peer holds", round, i)
+			}
+		}
+	}
+	mtu := uint64(qas[0].Attr().PathMTU)
+	packets := 3 * uint64(len(qas)) * ((n + mtu - 1) / mtu)
+	placed := placedFrames(t, p.A) - before
+	var handed, late uint64
+	for _, w := range daemonStats(t, p.A).Workers {
+		handed += w.ExpectationsHanded
+		late += w.ExpectationsLate
+	}
+	t.Logf("%d of %d read responses placed; %d expectations handed between workers, %d late", placed, packets, handed, late)
+	if handed == 0 {
+		t.Fatal("no expectation was handed to another worker: the test did not spread its queue pairs over the queues")
+	}
+	// On a clean wire all are placed but where the application's ring
+	// filled on a busy host (TestPlacedReads says more); before handing
+	// over, half.
+	if !impaired && placed < packets*3/4 || impaired && placed < packets/2 {
+		t.Fatalf("only %d of %d responses placed", placed, packets)
+	}
+}
