@@ -230,7 +230,7 @@ func cmdDown(args []string, stdout, _ io.Writer) error {
 	st, stErr := ctrl.LoadState(runDir)
 	var stale error
 	if stErr == nil {
-		dev, stale = st.Settled(dev)
+		_, stale = st.Settled(dev)
 	}
 	if stale != nil {
 		// Debris of another namespace or of a detached program: clear it,

@@ -575,6 +575,7 @@ func (d *Daemon) qpOp(a *app, req daemonapi.Request) error {
 			return fmt.Errorf("%w: classifier: %v", daemonapi.ErrInvalid, err)
 		}
 		a.qps[qpn] = struct{}{}
+		d.rx[qpn].Store(0)
 		d.owner[qpn].Store(a)
 	case daemonapi.OpDeleteQP:
 		if d.owner[qpn].Load() != a {
@@ -590,6 +591,7 @@ func (d *Daemon) qpOp(a *app, req daemonapi.Request) error {
 		}
 		a.conns[qpn] = append(a.conns[qpn], peerKey{req.Peer.Unmap(), req.DestQPN})
 		a.publishPeers()
+		d.rx[qpn].Store(0) // a new PSN space, perhaps a new path
 	}
 	return nil
 }

@@ -25,14 +25,16 @@ import (
 // will not come, and could later place a duplicate of a response into a
 // buffer the application already had back. So the receiving worker takes
 // a handed expectation only if it has passed no response at or after the
-// expectation's first PSN (Daemon.rx records the last), and a worker
+// expectation's first PSN (Daemon.rx records the furthest), and a worker
 // forgets a queue pair's expectations when the pair's packets move to it
 // from another queue (they were made for the other).
 
 // rx is what Daemon.rx holds for a queue pair: the worker that last
 // delivered one of its RC packets, plus one (0: none yet), in the high
-// word; rxResp and the PSN of the last READ response delivered, in the
-// low word.
+// word; rxResp and the PSN of the furthest READ response delivered, in
+// the low word (furthest in PSN order: a duplicate of an older response
+// arriving late does not move it back). It starts again at zero when the
+// QPN is taken and when the queue pair connects.
 const rxResp = 1 << 31
 
 // rxWorker is the worker of an rx word, or -1.
@@ -48,7 +50,9 @@ func (w *worker) arrived(qpn uint32, p *wire.Packet) {
 	v := uint64(w.q+1)<<32 | old&0xffffffff
 	switch p.Opcode {
 	case wire.RCReadResponseFirst, wire.RCReadResponseMiddle, wire.RCReadResponseLast, wire.RCReadResponseOnly:
-		v = uint64(w.q+1)<<32 | rxResp | uint64(p.BTH().PSN())
+		if ps := psn.PSN(p.BTH().PSN()); old&rxResp == 0 || ps.After(psn.PSN(old&psn.Mask)) {
+			v = uint64(w.q+1)<<32 | rxResp | uint64(ps)
+		}
 	}
 	if v == old {
 		return

@@ -109,6 +109,8 @@ func TestRouteLate(t *testing.T) {
 	peer := f.peer.Fields().Src.As16()
 	now := int64(time.Since(w0.epoch))
 	arrive(t, w1, rcFrame(&f.peer, wire.RCReadResponseOnly, 0x42, 0xfffffe, pattern(64, 1)))
+	// A duplicate of an older response, late: the furthest stays.
+	arrive(t, w1, rcFrame(&f.peer, wire.RCReadResponseOnly, 0x42, 0xfffff0, pattern(64, 1)))
 	for _, c := range []struct {
 		psn  uint32
 		take bool
