@@ -17,8 +17,9 @@ import (
 // delivers the responses on the queue its hashing picks (on veth, the one
 // the peer sent them on): the daemon's worker that receives them must
 // know the expectation. Four queue pairs, each owned by a worker of its
-// own at either end, read 1 MiB each; then the same over a wire that
-// drops, corrupts and duplicates 2 % of the frames.
+// own at either end, read 1 MiB each, then the peer writes 1 MiB on each;
+// then the same over a wire that drops, corrupts and duplicates 2 % of
+// the frames.
 func TestPlacedReadsQueues(t *testing.T) {
 	for _, impaired := range []bool{false, true} {
 		t.Run(map[bool]string{false: "clean", true: "impaired"}[impaired], func(t *testing.T) { testPlacedReadsQueues(t, impaired) })
@@ -45,10 +46,10 @@ func testPlacedReadsQueues(t *testing.T, impaired bool) {
 	}
 	fill(b.buf.Bytes(), 5)
 	const n = 1 << 20
-	var qas []*rc.QP
+	var qas, qbs []*rc.QP
 	for i := range 4 {
-		qa, _ := rcPairWith(t, a, b, verbs.NewRecvQueue(4), verbs.NewRecvQueue(4), i%2, (i/2)%2, device.ConnectOptions{Timeout: 17})
-		qas = append(qas, qa)
+		qa, qb := rcPairWith(t, a, b, verbs.NewRecvQueue(4), verbs.NewRecvQueue(4), i%2, (i/2)%2, device.ConnectOptions{Timeout: 17})
+		qas, qbs = append(qas, qa), append(qbs, qb)
 	}
 	before := placedFrames(t, p.A)
 	for round := range 3 {
@@ -80,6 +81,33 @@ func testPlacedReadsQueues(t *testing.T, impaired bool) {
 		late += w.ExpectationsLate
 	}
 	t.Logf("%d of %d read responses placed; %d expectations handed between workers, %d late", placed, packets, handed, late)
+	// Writes from the peer into the shared memory, one per queue pair at
+	// once: the rest of each, announced after its first packets, is
+	// placed where it arrives too.
+	before = placedFrames(t, p.A)
+	clear(mem)
+	for i, qb := range qbs {
+		wr := verbs.SendWR{Op: verbs.OpWrite, Flags: verbs.Signaled, SGL: sge(b.buf, i*4096, n),
+			RemoteAddr: shared.Addr() + uint64(i*(2<<20)+100), RKey: shared.RKey(), ID: uint64(i)}
+		if err := qb.PostSend(&wr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range poll(t, a, b, b.scq, len(qbs)) {
+		if c.Status != verbs.Success {
+			t.Fatalf("write %d: %v", c.WRID, c.Status)
+		}
+	}
+	for i := range qbs {
+		if !bytes.Equal(mem[i*(2<<20)+100:i*(2<<20)+100+n], b.buf.Bytes()[i*4096:i*4096+n]) {
+			t.Fatalf("write %d is not in the shared memory", i)
+		}
+	}
+	wplaced := placedFrames(t, p.A) - before
+	t.Logf("%d of the writes' %d packets placed", wplaced, packets/3)
+	if !impaired && wplaced < packets/3/2 {
+		t.Fatalf("only %d of the writes' %d packets placed", wplaced, packets/3)
+	}
 	if handed == 0 {
 		t.Fatal("no expectation was handed to another worker: the test did not spread its queue pairs over the queues")
 	}

@@ -106,8 +106,9 @@ func testPlacedReads(t *testing.T, impaired bool) {
 		t.Fatalf("only %d of %d responses placed under impairment", placed, packets)
 	}
 
-	// A write into the shared memory, from the peer: it arrives whole (a
-	// write's rest is not announced: shmlink.End.Expect says why).
+	// A write into the shared memory, from the peer: its first packets
+	// arrive whole, then the transport announces the rest and the daemon
+	// places it, from after the furthest packet it passed.
 	fill(b.buf.Bytes()[:2<<20], 9)
 	before = placedFrames(t, p.A)
 	wr := verbs.SendWR{Op: verbs.OpWrite, Flags: verbs.Signaled, SGL: sge(b.buf, 0, 2<<20), RemoteAddr: shared.Addr() + 333, RKey: shared.RKey(), ID: 99}
@@ -120,12 +121,15 @@ func testPlacedReads(t *testing.T, impaired bool) {
 	if !bytes.Equal(mem[333:333+2<<20], b.buf.Bytes()[:2<<20]) {
 		t.Fatal("the write's data is not in the shared memory")
 	}
-	if n := placedFrames(t, p.A) - before; n != 0 {
-		t.Fatalf("%d packets of a write placed: only reads are announced", n)
+	wpackets := uint64(2<<20) / mtu
+	n := placedFrames(t, p.A) - before
+	t.Logf("%d of a write's %d packets placed", n, wpackets)
+	if !impaired && n < wpackets/2 {
+		t.Fatalf("only %d of a write's %d packets placed", n, wpackets)
 	}
 
-	// Sends into receive buffers in shared memory: each lands whole in
-	// its own buffer, with its length, none of it placed.
+	// Sends into receive buffers in shared memory: each lands in its own
+	// buffer, with its length, the rest of the large ones placed.
 	sizes := []int{64 << 10, 1 << 20, 5000, 1024, 300_001}
 	before = placedFrames(t, p.A)
 	for i := range sizes {
@@ -148,8 +152,10 @@ func testPlacedReads(t *testing.T, impaired bool) {
 			t.Fatalf("send %d of %d bytes: %v, receive %d of %d bytes, data equal %v", i, n, c.Status, c.WRID, c.ByteLen, bytes.Equal(mem[off:off+n], b.buf.Bytes()[:n]))
 		}
 	}
-	if n := placedFrames(t, p.A) - before; n != 0 {
-		t.Fatalf("%d packets of sends placed: only reads are announced", n)
+	n = placedFrames(t, p.A) - before
+	t.Logf("%d packets of sends placed", n)
+	if !impaired && n == 0 {
+		t.Fatal("no packet of a send placed")
 	}
 
 	// Sent from shared memory: A writes from it and B reads from it; A's

@@ -95,7 +95,9 @@ type Daemon struct {
 	srcs  []netip.Addr // the same, unmapped: the source addresses a frame may carry
 
 	owner []atomic.Pointer[app]        // by QPN
-	rx    []atomic.Uint64              // by QPN: where its packets arrive (route.go)
+	rx    []atomic.Uint64              // by QPN: where its packets arrive, how far (route.go)
+	rxEnd []atomic.Uint32              // by QPN: the furthest message end delivered (route.go)
+	gen   []atomic.Uint32              // by QPN: bumped when taken, connected, released; expectations of another are void
 	fwd   atomic.Pointer[[]*forwarder] // queues that came into use later (forward.go)
 	cm    atomic.Pointer[cmRoutes]
 	apps  atomic.Pointer[[]*app]
@@ -117,7 +119,7 @@ type Daemon struct {
 // socket and starts a worker per queue.
 func Start(cfg Config) (_ *Daemon, err error) {
 	d := &Daemon{cfg: cfg, gid: -1, since: time.Now(), owner: make([]atomic.Pointer[app], engine.MaxQPN),
-		rx: make([]atomic.Uint64, engine.MaxQPN), conns: map[*net.UnixConn]struct{}{}}
+		rx: make([]atomic.Uint64, engine.MaxQPN), rxEnd: make([]atomic.Uint32, engine.MaxQPN), gen: make([]atomic.Uint32, engine.MaxQPN), conns: map[*net.UnixConn]struct{}{}}
 	d.apps.Store(&[]*app{})
 	d.fwd.Store(&[]*forwarder{})
 	if cfg.Group != "" {
@@ -575,7 +577,7 @@ func (d *Daemon) qpOp(a *app, req daemonapi.Request) error {
 			return fmt.Errorf("%w: classifier: %v", daemonapi.ErrInvalid, err)
 		}
 		a.qps[qpn] = struct{}{}
-		d.rx[qpn].Store(0)
+		d.restart(qpn)
 		d.owner[qpn].Store(a)
 	case daemonapi.OpDeleteQP:
 		if d.owner[qpn].Load() != a {
@@ -591,7 +593,7 @@ func (d *Daemon) qpOp(a *app, req daemonapi.Request) error {
 		}
 		a.conns[qpn] = append(a.conns[qpn], peerKey{req.Peer.Unmap(), req.DestQPN})
 		a.publishPeers()
-		d.rx[qpn].Store(0) // a new PSN space, perhaps a new path
+		d.restart(qpn) // a new PSN space, perhaps a new path
 	}
 	return nil
 }
@@ -600,6 +602,7 @@ func (d *Daemon) qpOp(a *app, req daemonapi.Request) error {
 // the connections of the queue pair stop being a's to send on.
 func (d *Daemon) unown(a *app, qpn uint32) {
 	d.owner[qpn].Store(nil)
+	d.restart(qpn)
 	_ = d.q.Classifier.DeleteQP(qpn)
 	delete(a.qps, qpn)
 	if len(a.conns[qpn]) > 0 {
@@ -688,4 +691,13 @@ func Query(runDir string) (*daemonapi.Stats, error) {
 		return nil, errors.New("daemon: empty stats reply")
 	}
 	return rep.Stats, nil
+}
+
+// restart forgets where queue pair qpn's packets arrived and how far they
+// went, and voids the expectations taken for it (route.go): it was taken,
+// connected (a new PSN space) or released.
+func (d *Daemon) restart(qpn uint32) {
+	d.gen[qpn].Add(1)
+	d.rx[qpn].Store(0)
+	d.rxEnd[qpn].Store(0)
 }

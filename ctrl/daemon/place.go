@@ -22,7 +22,10 @@ import (
 // announced it, from the announced peer, with the PSN next in its
 // expectation (in order, each at most once), of a data-carrying opcode
 // that continues a message, a full path MTU unless it is the last, inside
-// the announced buffer. Anything else passes whole, as before. A new
+// the announced buffer. The rest of a WRITE or SEND is announced after
+// its first packets, so it starts after what the worker already passed
+// (route.go, settle), and the next packet of it that cannot be placed
+// ends it. Anything else passes whole, as before. A new
 // expectation of a queue pair supersedes those it overlaps (a request
 // asked again); an expectation ends with its last packet or a packet with
 // a last opcode, and lapses after expectTTL. The worker looks the region
@@ -53,6 +56,8 @@ type expected struct {
 	done    uint32 // packets placed
 	packets uint32
 	mtu     uint32
+	req     bool   // the rest of a WRITE or SEND, not a READ's responses
+	gen     uint32 // Daemon.gen of the queue pair when taken
 	peer    [16]byte
 	expires int64
 }
@@ -95,7 +100,7 @@ func expectable(d *Daemon, a *app, x *shmlink.Expectation) bool {
 
 // insert adds the checked expectation x of application a to this
 // worker's table; it reports false when the table is full.
-func (w *worker) insert(a *app, x *shmlink.Expectation, now int64) bool {
+func (w *worker) insert(a *app, x *shmlink.Expectation, gen uint32, now int64) bool {
 	q := w.exp[x.QPN]
 	if q == nil {
 		if len(w.exp) >= maxExpectQP {
@@ -108,12 +113,13 @@ func (w *worker) insert(a *app, x *shmlink.Expectation, now int64) bool {
 		w.exp[x.QPN] = q
 	}
 	first := psn.PSN(x.PSN)
-	nx := expected{a: a, region: x.Region, base: x.Offset, size: x.Len, psn: first, packets: x.Packets, mtu: x.MTU, peer: x.Peer, expires: now + expectTTL}
+	nx := expected{a: a, region: x.Region, base: x.Offset, size: x.Len, psn: first, packets: x.Packets, mtu: x.MTU, peer: x.Peer, req: x.Requests,
+		gen: gen, expires: now + expectTTL}
 	// Drop what lapsed, belongs to another application now, or overlaps
 	// the new one; keep the rest, the new one last.
 	was, k := q.n, 0
 	for _, o := range q.e[:q.n] {
-		if o.expires <= now || o.a != a || rangesOverlap(first, x.Packets, o.psn, o.packets-o.done) {
+		if o.expires <= now || o.a != a || o.req == nx.req && rangesOverlap(first, x.Packets, o.psn, o.packets-o.done) {
 			continue
 		}
 		q.e[k] = o
@@ -175,11 +181,8 @@ const pruneEvery = 1 << 16
 // reports whether it did; when not, the caller passes the frame whole.
 func (w *worker) place(a *app, e *shmlink.End, p *wire.Packet, f []byte) bool {
 	info := p.Info
-	switch p.Opcode {
-	case wire.RCReadResponseFirst, wire.RCReadResponseMiddle, wire.RCReadResponseLast, wire.RCReadResponseOnly:
-		// Only a read's responses: the application announces nothing
-		// else (shmlink.End.Expect says why).
-	default:
+	req := info.Mask&wire.MaskRequest != 0
+	if !req && info.Mask&wire.MaskReadResponse == 0 {
 		return false
 	}
 	bth := p.BTH()
@@ -190,7 +193,7 @@ func (w *worker) place(a *app, e *shmlink.End, p *wire.Packet, f []byte) bool {
 	ps := psn.PSN(bth.PSN())
 	var x *expected
 	for i := range q.e[:q.n] {
-		if o := &q.e[i]; o.psn == ps && o.a == a && o.expires > w.now {
+		if o := &q.e[i]; o.psn == ps && o.a == a && o.req == req && o.expires > w.now {
 			x = o
 			break
 		}
@@ -198,27 +201,42 @@ func (w *worker) place(a *app, e *shmlink.End, p *wire.Packet, f []byte) bool {
 	if x == nil {
 		return false
 	}
+	if x.gen != w.d.gen[bth.DestQP()].Load() {
+		w.endExpect(q, x) // made for an earlier connection of the queue pair
+		return false
+	}
+	// The next packet of the rest of a WRITE or SEND that cannot be
+	// placed ends its expectation: it passes whole, and a later copy of
+	// it must not be placed behind it (the transport may have finished
+	// the message). A WRITE's last packet with immediate data is not
+	// placed: it takes a receive, and with none posted the transport
+	// answers RNR and must leave memory as it was.
+	if req && (info.Mask&(wire.MaskSend|wire.MaskWrite) == 0 || info.Mask&wire.MaskFirst != 0 ||
+		info.Mask&(wire.MaskWrite|wire.MaskImm) == wire.MaskWrite|wire.MaskImm) {
+		w.endExpect(q, x)
+		return false
+	}
 	last := info.Mask&wire.MaskLast != 0
 	n := uint64(len(p.Payload))
 	off := uint64(x.done) * uint64(x.mtu)
 	if !last && n != uint64(x.mtu) || off > x.size || n > x.size-off || p.Src().As16() != x.peer {
-		return false
+		return w.unplaced(q, x)
 	}
 	mem := a.mem.Load()
 	if mem == nil {
-		return false
+		return w.unplaced(q, x)
 	}
 	reg, ok := (*mem)[x.region]
 	if !ok || x.base+x.size > uint64(len(reg)) {
-		return false
+		return w.unplaced(q, x)
 	}
 	buf := e.TxBuf()
 	hdr := p.BTHOff + info.HeaderLen
 	if buf == nil || len(f) > len(buf) {
-		return false // the caller counts the full ring
+		return false // the caller counts the full ring and drops it
 	}
 	if !p.CheckICRC() {
-		return false // passed whole: the transport drops it, as in process
+		return w.unplaced(q, x) // passed whole: the transport drops it, as in process
 	}
 	copy(reg[x.base+off:], p.Payload)
 	copy(buf, f[:hdr])
@@ -226,10 +244,25 @@ func (w *worker) place(a *app, e *shmlink.End, p *wire.Packet, f []byte) bool {
 	x.done++
 	x.psn = x.psn.Add(1)
 	if last || x.done == x.packets {
-		*x = q.e[q.n-1]
-		q.e[q.n-1] = expected{}
-		q.n--
-		w.nexp--
+		w.endExpect(q, x)
 	}
 	return true
+}
+
+// unplaced is place's answer for the packet next in expectation x of q
+// that it does not place: false, after ending x when it expects requests
+// (place says why).
+func (w *worker) unplaced(q *qpExpect, x *expected) bool {
+	if x.req {
+		w.endExpect(q, x)
+	}
+	return false
+}
+
+// endExpect removes expectation x from q.
+func (w *worker) endExpect(q *qpExpect, x *expected) {
+	*x = q.e[q.n-1]
+	q.e[q.n-1] = expected{}
+	q.n--
+	w.nexp--
 }

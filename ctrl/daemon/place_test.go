@@ -22,7 +22,7 @@ type placeFixture struct {
 }
 
 func newPlaceFixture(t *testing.T) *placeFixture {
-	d := &Daemon{owner: make([]atomic.Pointer[app], 1<<16)}
+	d := &Daemon{owner: make([]atomic.Pointer[app], 1<<16), rx: make([]atomic.Uint64, 1<<16), rxEnd: make([]atomic.Uint32, 1<<16), gen: make([]atomic.Uint32, 1<<16)}
 	f := &placeFixture{w: &worker{d: d, exp: map[uint32]*qpExpect{}, epoch: time.Now()}, a: &app{}, other: &app{}, mem: make([]byte, 1<<16)}
 	f.a.mem.Store(&map[uint32][]byte{5: f.mem})
 	f.other.mem.Store(&map[uint32][]byte{5: make([]byte, 1<<16)})
@@ -272,16 +272,16 @@ func TestPruneExpect(t *testing.T) {
 // frame arrives, the worker never panics and never writes outside the
 // buffer of an expectation it took.
 func FuzzPlace(f *testing.F) {
-	f.Add(uint32(0x42), uint32(10), uint32(3), uint32(256), uint32(5), uint64(1000), uint64(600), uint8(wire.RCReadResponseFirst), uint32(10), uint16(256))
-	f.Add(uint32(0x42), uint32(0xffffff), uint32(1), uint32(4096), uint32(5), uint64(1<<16-4096), uint64(4096), uint8(wire.RCWriteLast), uint32(0xffffff), uint16(4096))
-	f.Add(uint32(0x42), uint32(7), uint32(9), uint32(1024), uint32(5), uint64(60000), uint64(9000), uint8(wire.RCSendMiddle), uint32(7), uint16(1024))
-	f.Fuzz(func(t *testing.T, qpn, ps, packets, mtu, region uint32, off, n uint64, op uint8, fps uint32, plen uint16) {
+	f.Add(uint32(0x42), uint32(10), uint32(3), uint32(256), uint32(5), uint64(1000), uint64(600), false, uint8(wire.RCReadResponseFirst), uint32(10), uint16(256))
+	f.Add(uint32(0x42), uint32(0xffffff), uint32(1), uint32(4096), uint32(5), uint64(1<<16-4096), uint64(4096), true, uint8(wire.RCWriteLast), uint32(0xffffff), uint16(4096))
+	f.Add(uint32(0x42), uint32(7), uint32(9), uint32(1024), uint32(5), uint64(60000), uint64(9000), true, uint8(wire.RCSendMiddle), uint32(7), uint16(1024))
+	f.Fuzz(func(t *testing.T, qpn, ps, packets, mtu, region uint32, off, n uint64, req bool, op uint8, fps uint32, plen uint16) {
 		fx := newPlaceFixture(t)
 		w := fx.w
 		for i := range fx.mem {
 			fx.mem[i] = 0xee
 		}
-		x := shmlink.Expectation{QPN: qpn, PSN: ps, Packets: packets, MTU: mtu, Peer: fx.peer.Fields().Src.As16(), Region: region, Offset: off, Len: n}
+		x := shmlink.Expectation{QPN: qpn, PSN: ps, Packets: packets, MTU: mtu, Peer: fx.peer.Fields().Src.As16(), Region: region, Offset: off, Len: n, Requests: req}
 		took := w.expect(fx.a, &x, int64(time.Since(w.epoch)))
 		if info := wire.Opcode(op).Info(); info.Mask == 0 || info.HeaderLen < wire.BTHSize {
 			return // not an opcode: no frame to build

@@ -29,16 +29,40 @@ import (
 // forgets a queue pair's expectations when the pair's packets move to it
 // from another queue (they were made for the other).
 
-// rx is what Daemon.rx holds for a queue pair: the worker that last
-// delivered one of its RC packets, plus one (0: none yet), in the high
-// word; rxResp and the PSN of the furthest READ response delivered, in
-// the low word (furthest in PSN order: a duplicate of an older response
-// arriving late does not move it back). It starts again at zero when the
-// QPN is taken and when the queue pair connects.
-const rxResp = 1 << 31
+// The rx word of a queue pair (Daemon.rx) says where its packets arrive
+// and how far they went:
+//
+//	bits 0-23   the furthest READ response delivered (its PSN), valid with rxResp
+//	bits 25-48  the furthest request delivered (a SEND, WRITE, READ or
+//	            atomic from the peer), valid with rxReq
+//	bits 50-63  the worker that last delivered one of its RC packets,
+//	            plus one (0: none yet)
+//
+// Furthest in PSN order: a duplicate of an older packet arriving late
+// does not move it back. It starts again at zero when the QPN is taken
+// and when the queue pair connects.
+const (
+	rxResp        = 1 << 24
+	rxReqShift    = 25
+	rxReq         = 1 << 49
+	rxWorkerShift = 50
+)
+
+// rxEndValid marks a word of Daemon.rxEnd: the PSN of the furthest
+// request delivered that ends a message (a last or only packet), by QPN.
+const rxEndValid = 1 << 24
 
 // rxWorker is the worker of an rx word, or -1.
-func rxWorker(v uint64) int { return int(v>>32) - 1 }
+func rxWorker(v uint64) int { return int(v>>rxWorkerShift) - 1 }
+
+// rxFurthest is the furthest PSN of an rx word, of requests or of READ
+// responses, and whether there is one.
+func rxFurthest(v uint64, requests bool) (psn.PSN, bool) {
+	if requests {
+		return psn.PSN(v >> rxReqShift & psn.Mask), v&rxReq != 0
+	}
+	return psn.PSN(v & psn.Mask), v&rxResp != 0
+}
 
 // arrived records that this worker delivers an RC packet, parsed in p, of
 // queue pair qpn, and forgets the pair's expectations here when its
@@ -47,11 +71,22 @@ func rxWorker(v uint64) int { return int(v>>32) - 1 }
 func (w *worker) arrived(qpn uint32, p *wire.Packet) {
 	r := &w.d.rx[qpn]
 	old := r.Load()
-	v := uint64(w.q+1)<<32 | old&0xffffffff
-	switch p.Opcode {
-	case wire.RCReadResponseFirst, wire.RCReadResponseMiddle, wire.RCReadResponseLast, wire.RCReadResponseOnly:
-		if ps := psn.PSN(p.BTH().PSN()); old&rxResp == 0 || ps.After(psn.PSN(old&psn.Mask)) {
-			v = uint64(w.q+1)<<32 | rxResp | uint64(ps)
+	v := old&(1<<rxWorkerShift-1) | uint64(w.q+1)<<rxWorkerShift
+	ps := psn.PSN(p.BTH().PSN())
+	switch m := p.Info.Mask; {
+	case m&wire.MaskReadResponse != 0:
+		if f, ok := rxFurthest(old, false); !ok || ps.After(f) {
+			v = v&^(psn.Mask|rxResp) | rxResp | uint64(ps)
+		}
+	case m&wire.MaskRequest != 0:
+		if f, ok := rxFurthest(old, true); !ok || ps.After(f) {
+			v = v&^(psn.Mask<<rxReqShift|rxReq) | rxReq | uint64(ps)<<rxReqShift
+		}
+		if m&wire.MaskLast != 0 {
+			e := &w.d.rxEnd[qpn]
+			if o := e.Load(); o&rxEndValid == 0 || ps.After(psn.PSN(o&psn.Mask)) {
+				e.Store(rxEndValid | uint32(ps))
+			}
 		}
 	}
 	if v == old {
@@ -65,8 +100,9 @@ func (w *worker) arrived(qpn uint32, p *wire.Packet) {
 
 // handed is an expectation on its way between workers.
 type handed struct {
-	a *app
-	x shmlink.Expectation
+	a   *app
+	x   shmlink.Expectation
+	gen uint32 // Daemon.gen of its queue pair when it was taken
 }
 
 // handRing passes expectations from one worker to another: one producer,
@@ -122,20 +158,24 @@ func connectHands(ws []*worker) {
 // or, while none has arrived, in every worker's. It reports whether it
 // went anywhere.
 func (w *worker) route(a *app, x *shmlink.Expectation, now int64) bool {
-	h := -1
-	if x.QPN < uint32(len(w.d.rx)) {
-		h = rxWorker(w.d.rx[x.QPN].Load())
-	}
+	gen := w.d.gen[x.QPN].Load()
+	h := rxWorker(w.d.rx[x.QPN].Load())
 	ws := w.d.workers
 	switch {
 	case h == w.q || len(ws) < 2 || h >= len(ws):
-		return w.insert(a, x, now)
+		if x.Requests && !w.settle(x) {
+			w.c.handLate.Add(1)
+			return false
+		}
+		return w.insert(a, x, gen, now)
 	case h >= 0:
-		return w.handTo(ws[h], a, x)
+		return w.handTo(ws[h], a, x, gen)
 	}
-	ok := w.insert(a, x, now)
+	// None of the queue pair's packets arrived yet (a READ's responses):
+	// here as well as everywhere.
+	ok := (!x.Requests || w.settle(x)) && w.insert(a, x, gen, now)
 	for _, o := range ws {
-		if o != w && w.handTo(o, a, x) {
+		if o != w && w.handTo(o, a, x, gen) {
 			ok = true
 		}
 	}
@@ -143,8 +183,8 @@ func (w *worker) route(a *app, x *shmlink.Expectation, now int64) bool {
 }
 
 // handTo pushes an expectation to worker o, waking it if it sleeps.
-func (w *worker) handTo(o *worker, a *app, x *shmlink.Expectation) bool {
-	if !o.hands[w.q].push(handed{a: a, x: *x}) {
+func (w *worker) handTo(o *worker, a *app, x *shmlink.Expectation, gen uint32) bool {
+	if !o.hands[w.q].push(handed{a: a, x: *x, gen: gen}) {
 		w.c.handFull.Add(1)
 		return false
 	}
@@ -169,12 +209,46 @@ func (w *worker) takeHanded() {
 			if w.d.owner[x.QPN].Load() != h.a {
 				continue // gone since: nothing to place
 			}
-			v := w.d.rx[x.QPN].Load()
-			if v&rxResp != 0 && !psn.PSN(v&psn.Mask).Before(psn.PSN(x.PSN)) {
+			if !w.settle(x) {
 				w.c.handLate.Add(1)
 				continue
 			}
-			w.insert(h.a, x, w.now)
+			w.insert(h.a, x, h.gen, w.now)
 		}
 	}
+}
+
+// settle makes expectation x, about to be taken by the worker that
+// delivers its queue pair's packets, start after the furthest packet of
+// its kind (requests or READ responses) the worker delivered so far when
+// that lies inside it: those passed whole (or were lost), and the
+// transport has them or will ask again. It reports false when nothing of
+// x is left.
+//
+// The rest of a WRITE or SEND is announced after its first packets, so
+// this is how one starts; a READ's responses are announced before the
+// request, and an expectation taken where it was announced starts at
+// once: only one handed over late is shortened (or a READ asked again
+// after a loss, whose responses behind the loss passed whole).
+func (w *worker) settle(x *shmlink.Expectation) bool {
+	f, ok := rxFurthest(w.d.rx[x.QPN].Load(), x.Requests)
+	first := psn.PSN(x.PSN)
+	if !ok || f.Before(first) {
+		return true
+	}
+	// A message ended in what passed (a send's expectation runs to the end
+	// of its receive buffer, past its message): what is left of x may be
+	// another message's.
+	if e := w.d.rxEnd[x.QPN].Load(); x.Requests && e&rxEndValid != 0 && !psn.PSN(e&psn.Mask).Before(first) {
+		return false
+	}
+	k := uint32(f.Diff(first)) + 1
+	if k >= x.Packets {
+		return false
+	}
+	x.PSN = uint32(first.Add(k))
+	x.Packets -= k
+	x.Offset += uint64(k) * uint64(x.MTU)
+	x.Len -= uint64(k) * uint64(x.MTU)
+	return true
 }

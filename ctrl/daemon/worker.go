@@ -254,28 +254,29 @@ func (w *worker) deliver(p *wire.Packet, f []byte) {
 		}
 	} else {
 		a = w.d.owner[qpn].Load()
-		if a != nil && p.Info.Mask&wire.MaskDETH == 0 {
-			w.arrived(qpn, p)
-		}
 	}
 	if a == nil {
 		w.c.unknown.Add(1)
 		return
 	}
 	e := a.ends[w.q]
+	if buf := e.TxBuf(); buf == nil || len(f) > len(buf) {
+		w.c.ringFull.Add(1)
+		a.st[w.q].dropped.Add(1)
+		return
+	}
+	// Where an RC packet the application will see arrived (route.go):
+	// not one dropped here, which the transport never sees.
+	if qpn != engine.GSIQPN && p.Info.Mask&wire.MaskDETH == 0 {
+		w.arrived(qpn, p)
+	}
 	if w.nexp > 0 && w.place(a, e, p, f) {
 		a.st[w.q].rx.Add(1)
 		a.st[w.q].placed.Add(1)
 		a.st[w.q].touched = true
 		return
 	}
-	buf := e.TxBuf()
-	if buf == nil || len(f) > len(buf) {
-		w.c.ringFull.Add(1)
-		a.st[w.q].dropped.Add(1)
-		return
-	}
-	e.TxSubmit(copy(buf, f))
+	e.TxSubmit(copy(e.TxBuf(), f))
 	a.st[w.q].rx.Add(1)
 	a.st[w.q].touched = true
 }

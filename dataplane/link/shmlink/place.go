@@ -68,7 +68,10 @@ type Expectation struct {
 	QPN, PSN, Packets, MTU uint32
 	Peer                   [16]byte // the sender's GID
 	Region                 uint32
-	Offset, Len            uint64
+	// Requests is set for the rest of a WRITE or SEND from the peer,
+	// clear for the responses to a READ of this end's.
+	Requests    bool
+	Offset, Len uint64
 }
 
 func (x *Expectation) encode(b []byte) {
@@ -79,7 +82,11 @@ func (x *Expectation) encode(b []byte) {
 	le.PutUint32(b[12:], x.MTU)
 	copy(b[16:32], x.Peer[:])
 	le.PutUint32(b[32:], x.Region)
-	le.PutUint32(b[36:], 0)
+	var kind uint32
+	if x.Requests {
+		kind = 1
+	}
+	le.PutUint32(b[36:], kind)
 	le.PutUint64(b[40:], x.Offset)
 	le.PutUint64(b[48:], x.Len)
 }
@@ -92,6 +99,7 @@ func (x *Expectation) decode(b []byte) {
 	x.MTU = le.Uint32(b[12:])
 	copy(x.Peer[:], b[16:32])
 	x.Region = le.Uint32(b[32:])
+	x.Requests = le.Uint32(b[36:])&1 != 0
 	x.Offset = le.Uint64(b[40:])
 	x.Len = le.Uint64(b[48:])
 }
@@ -180,22 +188,22 @@ func (e *End) Gathered(i int) (region uint32, at uint32, off uint64, n uint32, o
 	return d.region, d.at, d.off, d.n, true
 }
 
-// Expect announces x to the daemon when it announces a READ's responses
-// and its buffer lies in a region SetMemRegions named, in a slot of its
-// own ahead of the frames sent after it (the read request), and
-// publishes at once (with frames queued before it). It does nothing when
-// the buffer is elsewhere, the ring is full, or a TxBuf slot is lent: the
-// frames then arrive whole, as usual.
+// Expect announces x to the daemon when its buffer lies in a region
+// SetMemRegions named, in a slot of its own ahead of the frames sent
+// after it (for a READ's responses, the read request), and publishes at
+// once (with frames queued before it). It does nothing when the buffer is
+// elsewhere, the ring is full, or a TxBuf slot is lent: the frames then
+// arrive whole, as usual.
 //
-// The rest of a WRITE or SEND is not announced: by the time the
-// transport has seen its first packet, the daemon may have passed later
-// ones to the ring already, and the expectation would then start behind
-// them and never end with its message; a duplicate of the message (the
-// requester sending it again after a lost ACK) could then be placed in
-// memory the application already had back.
+// The rest of a WRITE or SEND is announced after the transport saw its
+// first packets, when the daemon may have passed later ones to the ring
+// already: the daemon starts such an expectation after the furthest
+// request of the queue pair it delivered (ctrl/daemon), so that it never
+// waits behind packets that went, to place a duplicate later into memory
+// the application already had back.
 func (e *End) Expect(x *link.Expectation) {
 	rs := e.mem.Load()
-	if !x.Responses || rs == nil || x.MTU <= 0 || x.Packets == 0 {
+	if rs == nil || x.MTU <= 0 || x.Packets == 0 {
 		return
 	}
 	id, off, ok := regionOf(*rs, x.Buf)
@@ -207,7 +215,7 @@ func (e *End) Expect(x *link.Expectation) {
 		return
 	}
 	i := t.next & t.mask
-	m := Expectation{QPN: x.QPN, PSN: x.PSN, Packets: x.Packets, MTU: uint32(x.MTU), Peer: x.Peer, Region: id, Offset: off, Len: uint64(len(x.Buf))}
+	m := Expectation{QPN: x.QPN, PSN: x.PSN, Packets: x.Packets, MTU: uint32(x.MTU), Peer: x.Peer, Region: id, Offset: off, Len: uint64(len(x.Buf)), Requests: !x.Responses}
 	m.encode(t.buf(i))
 	t.lens[i] = flagExpect | ExpectationSize
 	t.next++

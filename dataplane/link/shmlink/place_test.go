@@ -24,12 +24,12 @@ func TestExpectAndPlace(t *testing.T) {
 	}
 	// Outside every region, or past one's end: not announced.
 	a.Expect(&link.Expectation{QPN: 1, Packets: 1, MTU: 256, Buf: make([]byte, 10), Responses: true})
-	// The rest of a write or send: not announced (Expect says why).
+	// The rest of a write or send: announced as requests.
 	a.Expect(&link.Expectation{QPN: 1, Packets: 1, MTU: 256, Buf: mem[2000:2100]})
 	a.Expect(&link.Expectation{QPN: 1, Packets: 1, MTU: 256, Buf: mem[8000:8100], Responses: true})
 	views := make([][]byte, 8)
-	if n := d.RecvZC(views); n != 3 {
-		t.Fatalf("daemon got %d slots, want 3", n)
+	if n := d.RecvZC(views); n != 4 {
+		t.Fatalf("daemon got %d slots, want 4", n)
 	}
 	got, ok := d.Expectation(0)
 	want := Expectation{QPN: 0x1234, PSN: 0xfffffe, Packets: 3, MTU: 256, Peer: x.Peer, Region: 7, Offset: 1000, Len: 700}
@@ -39,11 +39,14 @@ func TestExpectAndPlace(t *testing.T) {
 	if _, ok := d.Expectation(1); ok || !check(views[1], 1, 512) {
 		t.Error("the frame after the expectation")
 	}
-	if got, ok := d.Expectation(2); !ok || got.Offset != 8000 || got.Len != 100 {
+	if got, ok := d.Expectation(2); !ok || got.Offset != 2000 || got.Len != 100 || !got.Requests {
 		t.Errorf("Expectation(2) = %+v, %v", got, ok)
 	}
+	if got, ok := d.Expectation(3); !ok || got.Offset != 8000 || got.Len != 100 || got.Requests {
+		t.Errorf("Expectation(3) = %+v, %v", got, ok)
+	}
 	d.ReleaseRx()
-	if st := a.Stats(); st.ExpectationsSent != 2 || st.FramesSent != 1 {
+	if st := a.Stats(); st.ExpectationsSent != 3 || st.FramesSent != 1 {
 		t.Errorf("app stats %+v", st)
 	}
 
@@ -90,7 +93,7 @@ func TestExpectAndPlace(t *testing.T) {
 	if p, ok := a.Placed(1); !ok || len(p) != 10 {
 		t.Errorf("Placed(1) after Recv: %d bytes, %v", len(p), ok)
 	}
-	if st := d.Stats(); st.PlacedSent != 4 || st.ExpectationsReceived != 2 {
+	if st := d.Stats(); st.PlacedSent != 4 || st.ExpectationsReceived != 3 {
 		t.Errorf("daemon stats %+v", st)
 	}
 	if st := a.Stats(); st.PlacedReceived != 4 {
