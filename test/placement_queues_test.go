@@ -108,6 +108,13 @@ func testPlacedReadsQueues(t *testing.T, impaired bool) {
 	if !impaired && wplaced < packets/3/2 {
 		t.Fatalf("only %d of the writes' %d packets placed", wplaced, packets/3)
 	}
+	// Placed responses that arrive on another queue than their queue
+	// pair's reach the application's worker of that queue, which hands
+	// them to the owner with their payload copied back: their ICRC must
+	// hold (the daemon keeps it in the slot).
+	if st := a.d.Stats(); !impaired && st.BadICRC != 0 {
+		t.Fatalf("%d frames with a bad ICRC on a clean wire (handed over %d)", st.BadICRC, st.HandedOff)
+	}
 	if handed == 0 {
 		t.Fatal("no expectation was handed to another worker: the test did not spread its queue pairs over the queues")
 	}

@@ -96,7 +96,11 @@ type appCounters struct {
 	// took from the application's memory.
 	expects, badExpects, placed, gathered atomic.Uint64
 	touched                               bool
-	_                                     [63]byte
+	// fullSince is when (ns since the worker's epoch) the worker first
+	// found the ring full and held frames back in the NIC's ring for
+	// it; 0 while it has room.
+	fullSince int64
+	_         [55]byte
 }
 
 // corrupt reports whether a worker found one of a's rings corrupt (the

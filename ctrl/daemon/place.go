@@ -239,7 +239,12 @@ func (w *worker) place(a *app, e *shmlink.End, p *wire.Packet, f []byte) bool {
 		return w.unplaced(q, x) // passed whole: the transport drops it, as in process
 	}
 	copy(reg[x.base+off:], p.Payload)
+	// The headers, and the pad and ICRC after the payload: an
+	// application worker that hands the frame to the one owning its
+	// queue pair copies the payload back in, and that one checks the
+	// ICRC of the whole frame.
 	copy(buf, f[:hdr])
+	copy(buf[hdr+len(p.Payload):len(f)], f[hdr+len(p.Payload):])
 	e.TxSubmitPlaced(len(f), x.region, x.base+off, uint32(n))
 	x.done++
 	x.psn = x.psn.Add(1)

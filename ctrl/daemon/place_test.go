@@ -174,7 +174,10 @@ func TestPlace(t *testing.T) {
 		pl, ok := app.Placed(i)
 		var p wire.Packet
 		if !ok || &pl[0] != &f.mem[c.off] || !bytes.Equal(pl, c.payload) || len(views[i]) != len(c.frame) || p.Parse(views[i]) != nil ||
-			!bytes.Equal(views[i][:p.BTHOff+p.Info.HeaderLen], c.frame[:p.BTHOff+p.Info.HeaderLen]) {
+			!bytes.Equal(views[i][:p.BTHOff+p.Info.HeaderLen], c.frame[:p.BTHOff+p.Info.HeaderLen]) ||
+			// the pad and ICRC too: handed to another worker, the
+			// frame gets its payload back and its ICRC checked
+			!bytes.Equal(views[i][p.BTHOff+p.Info.HeaderLen+len(c.payload):], c.frame[p.BTHOff+p.Info.HeaderLen+len(c.payload):]) {
 			t.Errorf("frame %d: placed %v, %d bytes", i, ok, len(pl))
 		}
 	}

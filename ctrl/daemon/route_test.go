@@ -286,3 +286,50 @@ func TestPlaceRequestsBounded(t *testing.T) {
 		t.Fatal("placed under an expectation of an earlier connection")
 	}
 }
+
+// TestHoldFullRing: a frame from the NIC for an application whose ring is
+// full is left where it is (deliver reports false), for up to maxHold;
+// after that, or for a frame that came another way, it is dropped and
+// counted; once the application makes room, frames flow and the next full
+// ring holds again.
+func TestHoldFullRing(t *testing.T) {
+	f := newPlaceFixture(t)
+	w := f.w
+	f.a.ends = []*shmlink.End{f.ring.DaemonEnd()}
+	f.a.st = make([]appCounters, 1)
+	frame := rcFrame(&f.peer, wire.RCSendOnly, 0x42, 1, pattern(100, 1))
+	var p wire.Packet
+	if err := p.Parse(frame); err != nil {
+		t.Fatal(err)
+	}
+	slots := 0
+	for w.deliver(&p, frame, true) {
+		if slots++; slots > 64 {
+			t.Fatal("the ring never filled")
+		}
+	}
+	c := &f.a.st[0]
+	if slots != 64 || c.fullSince == 0 || c.dropped.Load() != 0 {
+		t.Fatalf("%d delivered before holding, dropped %d", slots, c.dropped.Load())
+	}
+	if !w.deliver(&p, frame, false) || c.dropped.Load() != 1 {
+		t.Fatal("a frame that may not be held was not dropped")
+	}
+	if w.deliver(&p, frame, true) {
+		t.Fatal("not held within maxHold")
+	}
+	c.fullSince -= maxHold
+	if !w.deliver(&p, frame, true) || c.dropped.Load() != 2 || w.c.ringFull.Load() != 2 {
+		t.Fatal("held past maxHold")
+	}
+	// The application drains its ring.
+	f.ring.DaemonEnd().Flush()
+	app := f.ring.AppEnd()
+	if n := app.RecvZC(make([][]byte, 64)); n != 64 {
+		t.Fatalf("the application got %d frames", n)
+	}
+	app.ReleaseRx()
+	if !w.deliver(&p, frame, true) || c.fullSince != 0 {
+		t.Fatal("no delivery once there is room")
+	}
+}

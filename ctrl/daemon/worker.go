@@ -42,6 +42,7 @@ type worker struct {
 	gsiPSN psn.PSN     // of the REJs the daemon sends from QP1
 	lpkt   wire.Packet // a REJ for an application on this device
 	looped bool        // this pass delivered a frame between applications
+	held   bool        // this pass left frames in the NIC's ring (receive)
 
 	// in are the rings of the forwarders whose home it is (forward.go),
 	// copy on write; asleep tells them to kick it.
@@ -62,6 +63,7 @@ type worker struct {
 type workerCounters struct {
 	rx, tx, unknown, malformed, sleeps, stalls, ringFull, rejected, looped atomic.Uint64
 	handed, handFull, handLate                                             atomic.Uint64 // expectations (route.go)
+	held                                                                   atomic.Uint64 // passes that left frames in the NIC's ring
 }
 
 func newWorker(d *Daemon, q int, s *xsk.Socket) (*worker, error) {
@@ -98,7 +100,7 @@ func (w *worker) stats() daemonapi.WorkerStats {
 	return daemonapi.WorkerStats{Queue: w.q, RxFrames: w.c.rx.Load(), TxFrames: w.c.tx.Load(), Unknown: w.c.unknown.Load(),
 		Malformed: w.c.malformed.Load(), Sleeps: w.c.sleeps.Load(), Passes: w.passes.Load(), TxStalls: w.c.stalls.Load(),
 		RingFulls: w.c.ringFull.Load(), CMRejects: w.c.rejected.Load(), Looped: w.c.looped.Load(),
-		ExpectationsHanded: w.c.handed.Load(), ExpectationsLate: w.c.handLate.Load() + w.c.handFull.Load()}
+		ExpectationsHanded: w.c.handed.Load(), ExpectationsLate: w.c.handLate.Load() + w.c.handFull.Load(), Held: w.c.held.Load()}
 }
 
 // Idle pacing: spin, then yield the CPU (sched_yield(2): the worker's
@@ -198,6 +200,14 @@ func (w *worker) run(ctx context.Context) error {
 		if err := w.sock.Flush(); err != nil {
 			return err
 		}
+		if w.held {
+			// An application's ring is full: give it the CPU to
+			// drain it, then try again.
+			w.held = false
+			idle = 0
+			schedYield()
+			continue
+		}
 		if did {
 			idle = 0
 			continue
@@ -208,31 +218,70 @@ func (w *worker) run(ctx context.Context) error {
 	return nil
 }
 
-// receive moves a batch from the NIC to the applications' rings.
+// receive moves a batch from the NIC to the applications' rings. At a
+// frame for an application whose ring is full it stops, for a while
+// (maxHold), and leaves that frame and those after it in the NIC's ring:
+// an application that falls behind a burst (a read's responses) then
+// loses none, where dropping them would cost its transport a retransmit
+// timeout.
 func (w *worker) receive(apps []*app) bool {
 	n := w.sock.RecvZC(w.views)
 	if n == 0 {
 		return false
 	}
-	w.c.rx.Add(uint64(n))
 	// Publish first: the applications wait for these frames, the kernel
 	// has chunks to spare.
-	w.deliverAll(apps, w.views[:n])
-	w.sock.ReleaseRx()
-	return true
+	k := w.deliverFrom(apps, w.views[:n], true)
+	w.c.rx.Add(uint64(k))
+	w.sock.ReleaseRxFirst(k)
+	if k < n {
+		w.held = true
+		w.c.held.Add(1)
+	}
+	return k > 0
 }
 
-// deliverAll delivers received frames (deliver), counting those it
-// cannot parse, and publishes the rings it filled.
+// deliverAll delivers frames that came another way than from the NIC
+// (a forwarder's, looped back), dropping those for a full ring.
 func (w *worker) deliverAll(apps []*app, frames [][]byte) {
-	for _, f := range frames {
+	w.deliverFrom(apps, frames, false)
+}
+
+// deliverFrom delivers received frames (deliver), counting those it
+// cannot parse, publishes the rings it filled, and returns how many it
+// took: all of them, unless it may hold and one's ring is full.
+func (w *worker) deliverFrom(apps []*app, frames [][]byte, hold bool) int {
+	k := len(frames)
+	for i, f := range frames {
 		if err := w.pkt.Parse(f); err != nil {
 			w.c.malformed.Add(1)
 			continue
 		}
-		w.deliver(&w.pkt, f)
+		if !w.deliver(&w.pkt, f, hold) {
+			k = i
+			break
+		}
 	}
 	w.publish(apps)
+	return k
+}
+
+// maxHold is how long a worker keeps frames in the NIC's ring for an
+// application whose ring is full (it was descheduled, say) before it
+// drops them, so that one stalled application holds up the others on
+// the queue for that long at most.
+const maxHold = int64(50 * time.Millisecond)
+
+// holdFor reports whether to leave frames in the NIC's ring for
+// application a, whose ring is full.
+func (w *worker) holdFor(a *app) bool {
+	c := &a.st[w.q]
+	now := int64(time.Since(w.epoch)) | 1
+	if c.fullSince == 0 {
+		c.fullSince = now
+		return true
+	}
+	return now-c.fullSince < maxHold
 }
 
 // deliver hands frame f, parsed in p, to the application that owns its
@@ -240,12 +289,14 @@ func (w *worker) deliverAll(apps []*app, frames [][]byte) {
 // its payload placed where the application expects it, or the frame
 // copied whole onto the application's ring for this queue. A frame for
 // no application is counted and dropped. The rings are published later,
-// by publish.
-func (w *worker) deliver(p *wire.Packet, f []byte) {
+// by publish. It reports false, having done nothing, when the
+// application's ring is full and hold allows leaving the frame where it
+// is (holdFor).
+func (w *worker) deliver(p *wire.Packet, f []byte, hold bool) bool {
 	qpn := p.BTH().DestQP()
 	if qpn >= uint32(len(w.d.owner)) {
 		w.c.unknown.Add(1)
-		return
+		return true
 	}
 	var a *app
 	if qpn == engine.GSIQPN {
@@ -257,28 +308,34 @@ func (w *worker) deliver(p *wire.Packet, f []byte) {
 	}
 	if a == nil {
 		w.c.unknown.Add(1)
-		return
+		return true
 	}
 	e := a.ends[w.q]
+	c := &a.st[w.q]
 	if buf := e.TxBuf(); buf == nil || len(f) > len(buf) {
+		if buf == nil && hold && w.holdFor(a) {
+			return false
+		}
 		w.c.ringFull.Add(1)
-		a.st[w.q].dropped.Add(1)
-		return
+		c.dropped.Add(1)
+		return true
 	}
+	c.fullSince = 0
 	// Where an RC packet the application will see arrived (route.go):
 	// not one dropped here, which the transport never sees.
 	if qpn != engine.GSIQPN && p.Info.Mask&wire.MaskDETH == 0 {
 		w.arrived(qpn, p)
 	}
 	if w.nexp > 0 && w.place(a, e, p, f) {
-		a.st[w.q].rx.Add(1)
-		a.st[w.q].placed.Add(1)
-		a.st[w.q].touched = true
-		return
+		c.rx.Add(1)
+		c.placed.Add(1)
+		c.touched = true
+		return true
 	}
 	e.TxSubmit(copy(e.TxBuf(), f))
-	a.st[w.q].rx.Add(1)
-	a.st[w.q].touched = true
+	c.rx.Add(1)
+	c.touched = true
+	return true
 }
 
 // publish makes the frames delivered to the applications' rings in this
@@ -337,7 +394,7 @@ func (w *worker) loop(a *app, c []byte) {
 func (w *worker) loopBack(p *wire.Packet, f []byte) {
 	w.c.looped.Add(1)
 	w.looped = true
-	w.deliver(p, f)
+	w.deliver(p, f, false)
 }
 
 // transmit moves what application a put on its ring for this queue to

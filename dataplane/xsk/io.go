@@ -143,6 +143,9 @@ func (s *Socket) RecvZC(views [][]byte) int {
 	if avail == 0 {
 		s.refill()
 	}
+	if len(s.zcEnds) < len(views) {
+		s.zcEnds, s.zcSums = make([]uint32, len(views)), make([]int, len(views)) // once per views' size
+	}
 	var (
 		n     int
 		i     uint32
@@ -155,6 +158,7 @@ func (s *Socket) RecvZC(views [][]byte) int {
 			i++
 			views[n] = s.mem[d.Addr : d.Addr+uint64(d.Len) : d.Addr+uint64(d.Len)]
 			bytes += int(d.Len)
+			s.zcEnds[n], s.zcSums[n] = i, bytes
 			n++
 			continue
 		}
@@ -172,9 +176,10 @@ func (s *Socket) RecvZC(views [][]byte) int {
 		mb++
 		views[n] = buf[:total:total]
 		bytes += total
+		s.zcEnds[n], s.zcSums[n] = i, bytes
 		n++
 	}
-	s.zcHeld = i
+	s.zcHeld, s.zcN = i, n
 	s.st.rxFrames.Add(uint64(n))
 	s.st.rxBytes.Add(uint64(bytes))
 	return n
@@ -186,6 +191,31 @@ func (s *Socket) ReleaseRx() {
 	if s.zcHeld != 0 {
 		n := s.zcHeld
 		s.zcHeld = 0
+		s.recycle(n)
+	}
+}
+
+// ReleaseRxFirst gives back the chunks of the first k frames the last
+// RecvZC lent, and leaves the others in the rx ring, where the next
+// RecvZC lends them again: backpressure for a consumer with no room for
+// them yet, which the kernel then meets as a full ring (as it would
+// have, had they not been taken). No view of that RecvZC may be used
+// afterwards. The frames left are not counted received until lent again;
+// k at least what was lent releases them all.
+func (s *Socket) ReleaseRxFirst(k int) {
+	if s.zcHeld == 0 || k >= s.zcN {
+		s.ReleaseRx()
+		return
+	}
+	k = max(k, 0)
+	n, b := uint32(0), 0
+	if k > 0 {
+		n, b = s.zcEnds[k-1], s.zcSums[k-1]
+	}
+	s.st.rxFrames.Add(^uint64(s.zcN - k - 1))
+	s.st.rxBytes.Add(^uint64(s.zcSums[s.zcN-1] - b - 1))
+	s.zcHeld, s.zcN = 0, 0
+	if n > 0 {
 		s.recycle(n)
 	}
 }

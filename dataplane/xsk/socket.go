@@ -159,6 +159,9 @@ type Socket struct {
 	multi     bool
 
 	zcHeld uint32   // rx descriptors lent out by the last RecvZC
+	zcEnds []uint32 // per frame it lent, the descriptors up to its end
+	zcSums []int    // per frame it lent, the bytes up to its end
+	zcN    int      // frames it lent
 	mbBufs [][]byte // RecvZC's copies of multi-buffer frames
 
 	txChunk uint64 // the chunk TxBuf handed out
