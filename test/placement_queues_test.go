@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/softfabric/softfabric/bpf/impair"
 	"github.com/softfabric/softfabric/dataplane/rc"
 	"github.com/softfabric/softfabric/dataplane/verbs"
 	"github.com/softfabric/softfabric/device"
-	"github.com/softfabric/softfabric/internal/netnstest"
 )
 
 // TestPlacedReadsQueues: with several queues, a read's responses are
@@ -27,23 +25,7 @@ func TestPlacedReadsQueues(t *testing.T) {
 }
 
 func testPlacedReadsQueues(t *testing.T, impaired bool) {
-	p := setup(t, netnstest.Options{Queues: 2}, impaired)
-	up(t, p.A, p.B)
-	if impaired {
-		for _, im := range impairWire(t, p, impair.Config{DropPPM: 20_000, CorruptPPM: 20_000, DuplicatePPM: 20_000, UDPPort: impair.RoCEv2Port}) {
-			t.Cleanup(func() { im.Close() })
-		}
-	}
-	a, b := open(t, p.A), open(t, p.B)
-	mem, free, err := a.d.AllocMemory(8 << 20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer free()
-	shared, err := a.d.MRs().Register(mem, all)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, a, b, mem, shared := placementPair(t, 2, impaired)
 	fill(b.buf.Bytes(), 5)
 	const n = 1 << 20
 	var qas, qbs []*rc.QP

@@ -6,6 +6,7 @@ import (
 
 	"github.com/softfabric/softfabric/bpf/impair"
 	"github.com/softfabric/softfabric/ctrl/daemonapi"
+	"github.com/softfabric/softfabric/dataplane/mr"
 	"github.com/softfabric/softfabric/dataplane/verbs"
 	"github.com/softfabric/softfabric/device"
 	"github.com/softfabric/softfabric/internal/netnstest"
@@ -29,15 +30,20 @@ func TestPlacedReads(t *testing.T) {
 	}
 }
 
-func testPlacedReads(t *testing.T, impaired bool) {
-	p := setup(t, netnstest.Options{}, impaired)
+// placementPair is two hosts whose veths have queues (0: as made by
+// default), each up with a daemon, on a wire that drops, corrupts and
+// duplicates 2 % of the RoCEv2 frames when impaired; an application at
+// each end, and 8 MiB that a's shares with its daemon, registered.
+func placementPair(t *testing.T, queues int, impaired bool) (p *netnstest.Pair, a, b *end, mem []byte, shared *mr.Region) {
+	t.Helper()
+	p = setup(t, netnstest.Options{Queues: queues}, impaired)
 	up(t, p.A, p.B)
 	if impaired {
 		for _, im := range impairWire(t, p, impair.Config{DropPPM: 20_000, CorruptPPM: 20_000, DuplicatePPM: 20_000, UDPPort: impair.RoCEv2Port}) {
 			t.Cleanup(func() { im.Close() })
 		}
 	}
-	a, b := open(t, p.A), open(t, p.B)
+	a, b = open(t, p.A), open(t, p.B)
 	if !a.d.Attached() {
 		t.Fatal("the device is not attached to a daemon")
 	}
@@ -45,11 +51,15 @@ func testPlacedReads(t *testing.T, impaired bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer free()
-	shared, err := a.d.MRs().Register(mem, all)
-	if err != nil {
+	t.Cleanup(func() { _ = free() })
+	if shared, err = a.d.MRs().Register(mem, all); err != nil {
 		t.Fatal(err)
 	}
+	return p, a, b, mem, shared
+}
+
+func testPlacedReads(t *testing.T, impaired bool) {
+	p, a, b, mem, shared := placementPair(t, 0, impaired)
 	fill(b.buf.Bytes(), 7)
 	// A 537 ms ACK timeout, as the many-application tests use: CI runs
 	// other packages' daemons and pollers beside this one on two cores,
