@@ -181,7 +181,7 @@ func (s *responder) duplicate(q *QP, p *wire.Packet, ps psn.PSN) {
 		s.queueAck(s.ePSN.Sub(1))
 	case m&wire.MaskRead != 0:
 		r := s.findResource(ps, false)
-		if r == nil || s.outFull() {
+		if r == nil {
 			return
 		}
 		reth := p.RETH()
@@ -193,8 +193,20 @@ func (s *responder) duplicate(q *QP, p *wire.Packet, ps psn.PSN) {
 		if err != nil {
 			return
 		}
-		it := s.push()
-		it.kind, it.psn, it.msn, it.buf, it.length = outRead, ps, s.msn, buf, reth.DMALen()
+		// The same read still being answered (a response lost on the way,
+		// asked again from there): answer from the PSN asked at once,
+		// rather than finish the old answer, whose rest the requester
+		// throws away, and answer again after it. Behind every loss of a
+		// long read the whole rest would go twice (rxe restarts too).
+		it := s.answering(r)
+		if it == nil {
+			if s.outFull() {
+				return
+			}
+			it = s.push()
+			it.kind, it.msn = outRead, s.msn
+		}
+		it.psn, it.buf, it.length, it.off, it.started = ps, buf, reth.DMALen(), 0, false
 	case m&wire.MaskAtomic != 0:
 		r := s.findResource(ps, true)
 		if r == nil || s.outFull() {
@@ -203,6 +215,17 @@ func (s *responder) duplicate(q *QP, p *wire.Packet, ps psn.PSN) {
 		it := s.push()
 		it.kind, it.psn, it.msn, it.orig = outAtomic, ps, s.msn, r.orig
 	}
+}
+
+// answering returns the queued response to read r not yet sent whole,
+// or nil.
+func (s *responder) answering(r *resource) *respItem {
+	for i := s.outHead; i != s.outTail; i++ {
+		if it := &s.out[i&s.outMask]; it.kind == outRead && it.psn.InWindow(r.first, r.npkts) {
+			return it
+		}
+	}
+	return nil
 }
 
 func (s *responder) findResource(ps psn.PSN, atomic bool) *resource {
