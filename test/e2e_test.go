@@ -142,7 +142,10 @@ func leftovers(t *testing.T, h *netnstest.Host) []string {
 	if err := h.Do(func() (err error) { ns, err = ctrl.NetNSID(); return }); err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range []string{ctrl.BPFDir(ns, h.Iface), ctrl.RunDir(ns, h.Iface)} {
+	// The namespace's directories too: the tests' namespaces have one
+	// interface up at a time.
+	bpfDir, runDir := ctrl.BPFDir(ns, h.Iface), ctrl.RunDir(ns, h.Iface)
+	for _, d := range []string{bpfDir, runDir, filepath.Dir(bpfDir), filepath.Dir(runDir)} {
 		if _, err := os.Stat(d); err == nil {
 			left = append(left, d)
 		}

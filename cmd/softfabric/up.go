@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/softfabric/softfabric/bpf"
@@ -263,6 +264,9 @@ func cmdDown(args []string, stdout, _ io.Writer) error {
 	if err := bpf.Remove(pinDir); err != nil {
 		return err
 	}
+	// The namespace's directory too, unless another of its interfaces
+	// is up (it is not empty then).
+	_ = os.Remove(filepath.Dir(pinDir))
 	if err := ctrl.RemoveState(runDir); err != nil {
 		return err
 	}
