@@ -204,9 +204,9 @@ func (s *responder) duplicate(q *QP, p *wire.Packet, ps psn.PSN) {
 				return
 			}
 			it = s.push()
-			it.kind, it.msn = outRead, s.msn
+			it.kind = outRead
 		}
-		it.psn, it.buf, it.length, it.off, it.started = ps, buf, reth.DMALen(), 0, false
+		it.psn, it.msn, it.buf, it.length, it.off, it.started = ps, s.msn, buf, reth.DMALen(), 0, false
 	case m&wire.MaskAtomic != 0:
 		r := s.findResource(ps, true)
 		if r == nil || s.outFull() {

@@ -341,7 +341,9 @@ type span struct {
 //     remembers (the last 16, max_dest_rd_atomic), a response from exactly
 //     that PSN, FIRST … LAST or ONLY, with the bytes at the address its RETH
 //     names. That is softfabric's choice: rxe starts a repeat from the
-//     middle of a read with MIDDLE (docs/interop.md).
+//     middle of a read with MIDDLE (docs/interop.md). A repeat of a read
+//     whose response is still owed, sent in part or not at all, takes its
+//     place: the response starts again from the repeat's PSN.
 //
 // Every AETH carries the MSN of the time, the writes completed and reads
 // taken so far: a request executed twice would show in it. ACKs owed one
@@ -395,10 +397,21 @@ func (m *responderModel) receive(f *frame) *placement {
 		}
 		r := f.p.RETH()
 		n := packets(r.DMALen())
-		if !m.remembers(ps, n) {
+		sp, ok := m.remembers(ps, n)
+		if !ok {
 			m.t.Fatalf("%s: %v asks again for PSNs %d to %d, which lie in no read softfabric took and remembers", m.c.name, f, ps, ps.Add(n-1))
 		}
-		m.owe(&owed{cause: f, read: true, psn: ps, msn: m.msn, va: r.VA(), rkey: r.RKey(), length: r.DMALen(), n: n})
+		o := &owed{cause: f, read: true, psn: ps, msn: m.msn, va: r.VA(), rkey: r.RKey(), length: r.DMALen(), n: n}
+		// A repeat of a read whose answer is still owed restarts that
+		// answer from the repeat's PSN (rxe's repeat takes over the
+		// read too), rather than owing a second answer behind it.
+		for _, w := range m.owed {
+			if w.read && w.psn.Add(w.k).InWindow(sp.first, sp.n) {
+				*w = *o
+				return nil
+			}
+		}
+		m.owe(o)
 		return nil
 	}
 	m.accepted[ps]++
@@ -430,14 +443,15 @@ func (m *responderModel) receive(f *frame) *placement {
 	return pl
 }
 
-// remembers reports whether PSNs ps to ps+n-1 lie in one read taken.
-func (m *responderModel) remembers(ps psn.PSN, n uint32) bool {
+// remembers returns the read taken in which PSNs ps to ps+n-1 lie, if
+// any.
+func (m *responderModel) remembers(ps psn.PSN, n uint32) (span, bool) {
 	for _, r := range m.reads {
 		if ps.InWindow(r.first, r.n) && ps.Add(n-1).InWindow(r.first, r.n) {
-			return true
+			return r, true
 		}
 	}
-	return false
+	return span{}, false
 }
 
 // owe queues o, coalescing an ACK into an ACK not yet sent before it.
