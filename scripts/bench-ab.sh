@@ -11,10 +11,13 @@
 #   scripts/bench-ab.sh OLD_BINARY NEW_BINARY
 #
 # UP_FLAGS are given to `up` (--no-daemon: the devices in process).
+# QUEUES sets the veths' queue counts (default 1); TESTS replaces the
+# tests, each "KEY perf-args..." on a line of its own.
 set -euo pipefail
 old=${1:?old binary} new=${2:?new binary}
 repeat=${REPEAT:-3}
 up_flags=${UP_FLAGS:-}
+queues=${QUEUES:-1}
 a=sfab-a b=sfab-b
 if [[ $EUID -ne 0 ]]; then echo "bench-ab: needs root" >&2; exit 1; fi
 cleanup() { ip netns del $a 2>/dev/null || true; ip netns del $b 2>/dev/null || true; }
@@ -24,7 +27,7 @@ mkdir -p /run/softfabric/bpf
 mountpoint -q /run/softfabric/bpf || mount -t bpf bpf /run/softfabric/bpf
 ip netns add $a
 ip netns add $b
-ip link add name eth0 numtxqueues 1 numrxqueues 1 netns $a type veth peer name eth0 numtxqueues 1 numrxqueues 1 netns $b
+ip link add name eth0 numtxqueues $queues numrxqueues $queues netns $a type veth peer name eth0 numtxqueues $queues numrxqueues $queues netns $b
 for ns in $a $b; do ip -n $ns link set dev lo up; ip -n $ns link set dev eth0 up; done
 ip -n $a addr add 198.18.0.1/24 dev eth0
 ip -n $b addr add 198.18.0.2/24 dev eth0
@@ -61,7 +64,12 @@ one() { # BIN KEY perf-args...: one measurement
 median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 
 printf '%-22s %-5s %s\n' test bin "figures (median last)"
-for t in "msg_rate_mpps write --size 64 --iters 200000" "bw_avg_gbps write --size 65536 --iters 20000" "lat_median_us write --size 64 --lat --iters 20000"; do
+tests=${TESTS:-"msg_rate_mpps write --size 64 --iters 200000
+bw_avg_gbps write --size 65536 --iters 20000
+lat_median_us write --size 64 --lat --iters 20000"}
+mapfile -t tl <<<"$tests"
+for t in "${tl[@]}"; do
+	[[ -n $t ]] || continue
 	set -- $t
 	key=$1; shift
 	fa=() fb=()

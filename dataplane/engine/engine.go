@@ -219,8 +219,9 @@ func (n *Node) placed(i int) ([]byte, bool) {
 //
 // A placed payload (non-nil: link.Placer) is the frame's payload where the
 // device put it; the frame's own payload bytes are unset and its ICRC was
-// checked by the link. Handed over, such a frame gets its payload copied
-// in, as its new owner sees only the frame.
+// checked by the link. Handed over, such a frame goes with the place of
+// its payload (handoff.Ring.PushPlaced), copied no more than delivered
+// here.
 func (n *Node) deliver(frame, placed []byte, now int64, mayHandOff bool) {
 	p := &n.pkt
 	if err := p.Parse(frame); err != nil {
@@ -237,8 +238,8 @@ func (n *Node) deliver(frame, placed []byte, now int64, mayHandOff bool) {
 		s = n.byQPN[qpn]
 		if s == 0 && mayHandOff && n.group != nil {
 			if o := int(n.group.owner[qpn].Load()) - 1; o >= 0 && o != n.id {
-				copy(p.Payload, placed) // its new owner sees only the frame
-				n.handOff(o, frame)
+				at := p.BTHOff + p.Info.HeaderLen // where the payload starts
+				n.handOff(o, frame, at, placed)
 				return
 			}
 		}

@@ -227,9 +227,16 @@ func (g *Group) RunEach(ctx context.Context, clock func() int64, hooks []func() 
 }
 
 // handOff copies a frame whose queue pair node o owns into the ring
-// towards it.
-func (n *Node) handOff(o int, frame []byte) {
-	if n.out[o].Push(frame) {
+// towards it; one whose payload, from byte at, its link placed (placed
+// non-nil) goes with the place of its payload, which is not copied.
+func (n *Node) handOff(o int, frame []byte, at int, placed []byte) {
+	ok := false
+	if placed != nil {
+		ok = n.out[o].PushPlaced(frame, at, placed)
+	} else {
+		ok = n.out[o].Push(frame)
+	}
+	if ok {
 		n.stats.HandedOff++
 		n.touched[o] = true
 	} else {
@@ -259,8 +266,8 @@ func (n *Node) receiveHandedIn(now int64) int {
 	got := 0
 	for _, r := range n.in {
 		k := r.Peek(n.views)
-		for _, f := range n.views[:k] {
-			n.deliver(f, nil, now, false)
+		for i, f := range n.views[:k] {
+			n.deliver(f, r.Placed(i), now, false)
 		}
 		r.Release()
 		n.stats.HandedIn += uint64(k)

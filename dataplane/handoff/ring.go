@@ -24,19 +24,20 @@ const cacheLine = 64
 // called by the producer goroutine only; Peek and Release by the consumer
 // only; Len and the counters by anyone.
 type Ring struct {
-	bufs  [][]byte // slot buffers, maxFrame bytes each
-	lens  []int32  // frame length per slot
-	mask  uint32
-	max   int
-	_     [cacheLine]byte
-	tail  atomic.Uint32 // one past the last published slot; written by the producer
-	next  uint32        // the producer's next slot: tail plus what Push staged
-	head0 uint32        // the producer's cached copy of head
-	_     [cacheLine - 12]byte
-	head  atomic.Uint32 // next slot the consumer reads; written by the consumer
-	tail0 uint32        // the consumer's cached copy of tail
-	held  uint32        // slots lent by the last Peek
-	_     [cacheLine - 12]byte
+	bufs   [][]byte // slot buffers, maxFrame bytes each
+	lens   []int32  // frame length per slot
+	placed [][]byte // per slot, the payload of a frame its link placed (PushPlaced), or nil
+	mask   uint32
+	max    int
+	_      [cacheLine]byte
+	tail   atomic.Uint32 // one past the last published slot; written by the producer
+	next   uint32        // the producer's next slot: tail plus what Push staged
+	head0  uint32        // the producer's cached copy of head
+	_      [cacheLine - 12]byte
+	head   atomic.Uint32 // next slot the consumer reads; written by the consumer
+	tail0  uint32        // the consumer's cached copy of tail
+	held   uint32        // slots lent by the last Peek
+	_      [cacheLine - 12]byte
 
 	dropped atomic.Uint64
 }
@@ -48,7 +49,7 @@ func New(size, maxFrame int) *Ring {
 	for n < size {
 		n <<= 1
 	}
-	r := &Ring{bufs: make([][]byte, n), lens: make([]int32, n), mask: uint32(n - 1), max: maxFrame}
+	r := &Ring{bufs: make([][]byte, n), lens: make([]int32, n), placed: make([][]byte, n), mask: uint32(n - 1), max: maxFrame}
 	mem := make([]byte, n*maxFrame)
 	for i := range r.bufs {
 		r.bufs[i] = mem[i*maxFrame : (i+1)*maxFrame : (i+1)*maxFrame]
@@ -77,8 +78,46 @@ func (r *Ring) Push(frame []byte) bool {
 	}
 	i := t & r.mask
 	r.lens[i] = int32(copy(r.bufs[i], frame))
+	r.placed[i] = nil
 	r.next = t + 1
 	return true
+}
+
+// PushPlaced is Push for a frame whose payload, from byte at, its link
+// placed in memory already (link.Placer): it copies the frame but that
+// payload, and passes placed, the payload where it lies, to the consumer
+// (Placed), which copies nothing then either.
+func (r *Ring) PushPlaced(frame []byte, at int, placed []byte) bool {
+	t := r.next
+	if t-r.head0 == uint32(len(r.bufs)) {
+		r.head0 = r.head.Load()
+		if t-r.head0 == uint32(len(r.bufs)) {
+			r.dropped.Add(1)
+			return false
+		}
+	}
+	end := at + len(placed)
+	if len(frame) > r.max || at < 0 || end > len(frame) {
+		r.dropped.Add(1)
+		return false
+	}
+	i := t & r.mask
+	b := r.bufs[i]
+	copy(b, frame[:at])
+	copy(b[end:], frame[end:])
+	r.lens[i] = int32(len(frame))
+	r.placed[i] = placed
+	r.next = t + 1
+	return true
+}
+
+// Placed is the placed payload of view k of the last Peek (PushPlaced),
+// or nil for a frame pushed whole.
+func (r *Ring) Placed(k int) []byte {
+	if k < 0 || uint32(k) >= r.held {
+		return nil
+	}
+	return r.placed[(r.head.Load()+uint32(k))&r.mask]
 }
 
 // Publish makes the pushed frames visible to the consumer and reports
@@ -111,7 +150,11 @@ func (r *Ring) Peek(views [][]byte) int {
 // Release gives the frames of the last Peek back to the producer.
 func (r *Ring) Release() {
 	if r.held != 0 {
-		r.head.Store(r.head.Load() + r.held)
+		h := r.head.Load()
+		for k := range r.held {
+			r.placed[(h+k)&r.mask] = nil // the application's memory, not ours to keep
+		}
+		r.head.Store(h + r.held)
 		r.held = 0
 	}
 }

@@ -175,3 +175,42 @@ func BenchmarkPushPeek(b *testing.B) {
 		r.Release()
 	}
 }
+
+// TestPushPlaced: a frame whose payload its link placed crosses the ring
+// as its headers and trailer, with the payload's place beside it; the
+// consumer gets that place back, a frame pushed whole gets none, and a
+// slot reused forgets the place.
+func TestPushPlaced(t *testing.T) {
+	r := New(2, 64)
+	payload := []byte("PAYLOAD!")
+	f := frame(1, 30)
+	if !r.PushPlaced(f, 10, payload) || !r.Push(frame(2, 20)) {
+		t.Fatal("refused")
+	}
+	if r.PushPlaced(f, 25, payload) || r.PushPlaced(f, -1, payload) {
+		t.Fatal("a payload past the frame taken")
+	}
+	r.Publish()
+	views := make([][]byte, 4)
+	if n := r.Peek(views); n != 2 {
+		t.Fatalf("%d frames", n)
+	}
+	v := views[0]
+	if len(v) != 30 || string(v[:10]) != string(f[:10]) || string(v[18:]) != string(f[18:]) {
+		t.Fatalf("frame %x, want the headers and trailer of %x", v, f)
+	}
+	if p := r.Placed(0); &p[0] != &payload[0] || len(p) != len(payload) {
+		t.Fatal("the placed payload did not come with the frame")
+	}
+	if r.Placed(1) != nil || r.Placed(2) != nil {
+		t.Fatal("a frame pushed whole has a placed payload")
+	}
+	r.Release()
+	if !r.Push(frame(3, 20)) {
+		t.Fatal("refused after release")
+	}
+	r.Publish()
+	if n := r.Peek(views); n != 1 || r.Placed(0) != nil {
+		t.Fatal("a reused slot kept the place of an earlier frame")
+	}
+}
