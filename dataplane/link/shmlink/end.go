@@ -593,8 +593,17 @@ func (e *End) Wait(timeout time.Duration) error {
 		return e.err()
 	}
 	r := &e.rx
-	r.ts = unix.NsecToTimespec(int64(max(timeout, 0)))
-	_, err := unix.Ppoll(r.pfd[:], &r.ts, nil)
+	// A signal (the Go runtime's preemption, say) ends ppoll early with
+	// EINTR: sleep again for what is left.
+	deadline := time.Now().Add(max(timeout, 0))
+	var err error
+	for {
+		r.ts = unix.NsecToTimespec(int64(max(time.Until(deadline), 0)))
+		_, err = unix.Ppoll(r.pfd[:], &r.ts, nil)
+		if !errors.Is(err, unix.EINTR) || time.Until(deadline) <= 0 || e.failed.Load() != nil {
+			break
+		}
+	}
 	if e.failed.Load() != nil {
 		return e.err() // the region may be closed
 	}
