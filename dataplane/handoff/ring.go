@@ -64,23 +64,28 @@ func New(size, maxFrame int) *Ring {
 // frame is lost as on a congested link (the reliable transport recovers
 // it).
 func (r *Ring) Push(frame []byte) bool {
+	i, ok := r.reserve(len(frame) <= r.max)
+	if !ok {
+		return false
+	}
+	r.lens[i] = int32(copy(r.bufs[i], frame))
+	r.placed[i] = nil
+	r.next++
+	return true
+}
+
+// reserve returns the producer's next slot when the ring has room and
+// fits, else counts a drop.
+func (r *Ring) reserve(fits bool) (uint32, bool) {
 	t := r.next
 	if t-r.head0 == uint32(len(r.bufs)) {
 		r.head0 = r.head.Load()
-		if t-r.head0 == uint32(len(r.bufs)) {
-			r.dropped.Add(1)
-			return false
-		}
 	}
-	if len(frame) > r.max {
+	if t-r.head0 == uint32(len(r.bufs)) || !fits {
 		r.dropped.Add(1)
-		return false
+		return 0, false
 	}
-	i := t & r.mask
-	r.lens[i] = int32(copy(r.bufs[i], frame))
-	r.placed[i] = nil
-	r.next = t + 1
-	return true
+	return t & r.mask, true
 }
 
 // PushPlaced is Push for a frame whose payload, from byte at, its link
@@ -88,26 +93,17 @@ func (r *Ring) Push(frame []byte) bool {
 // payload, and passes placed, the payload where it lies, to the consumer
 // (Placed), which copies nothing then either.
 func (r *Ring) PushPlaced(frame []byte, at int, placed []byte) bool {
-	t := r.next
-	if t-r.head0 == uint32(len(r.bufs)) {
-		r.head0 = r.head.Load()
-		if t-r.head0 == uint32(len(r.bufs)) {
-			r.dropped.Add(1)
-			return false
-		}
-	}
 	end := at + len(placed)
-	if len(frame) > r.max || at < 0 || end > len(frame) {
-		r.dropped.Add(1)
+	i, ok := r.reserve(len(frame) <= r.max && at >= 0 && end <= len(frame))
+	if !ok {
 		return false
 	}
-	i := t & r.mask
 	b := r.bufs[i]
 	copy(b, frame[:at])
 	copy(b[end:], frame[end:])
 	r.lens[i] = int32(len(frame))
 	r.placed[i] = placed
-	r.next = t + 1
+	r.next++
 	return true
 }
 
