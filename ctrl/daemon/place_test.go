@@ -21,7 +21,7 @@ type placeFixture struct {
 	peer, stray wire.Path
 }
 
-func newPlaceFixture(t *testing.T) *placeFixture {
+func newPlaceFixture(t testing.TB) *placeFixture {
 	d := &Daemon{owner: make([]atomic.Pointer[app], 1<<16), rx: make([]atomic.Uint64, 1<<16), rxEnd: make([]atomic.Uint32, 1<<16), gen: make([]atomic.Uint32, 1<<16)}
 	f := &placeFixture{w: &worker{d: d, exp: map[uint32]*qpExpect{}, epoch: time.Now()}, a: &app{}, other: &app{}, mem: make([]byte, 1<<16)}
 	f.a.mem.Store(&map[uint32][]byte{5: f.mem})
