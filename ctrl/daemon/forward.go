@@ -127,9 +127,15 @@ func (w *worker) forwarded(apps []*app) bool {
 		if n == 0 {
 			continue
 		}
-		did = true // counted received by the forwarder
-		w.deliverAll(apps, w.views[:n])
-		r.Release()
+		// Counted received by the forwarder. Frames for a full ring
+		// wait in the forwarder's ring, as in the NIC's (receive).
+		k := w.deliverFrom(apps, w.views[:n], true)
+		r.ReleaseFirst(k)
+		if k < n {
+			w.held = true
+			w.c.held.Add(1)
+		}
+		did = did || k > 0
 	}
 	return did
 }

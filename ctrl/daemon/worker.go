@@ -241,12 +241,6 @@ func (w *worker) receive(apps []*app) bool {
 	return k > 0
 }
 
-// deliverAll delivers frames that came another way than from the NIC
-// (a forwarder's, looped back), dropping those for a full ring.
-func (w *worker) deliverAll(apps []*app, frames [][]byte) {
-	w.deliverFrom(apps, frames, false)
-}
-
 // deliverFrom delivers received frames (deliver), counting those it
 // cannot parse, publishes the rings it filled, and returns how many it
 // took: all of them, unless it may hold and one's ring is full.
