@@ -23,11 +23,14 @@ import (
 // handed only at the start of its next pass. Were some responses passed
 // whole before the expectation was in place, it would wait for a PSN that
 // will not come, and could later place a duplicate of a response into a
-// buffer the application already had back. So the receiving worker takes
-// a handed expectation only if it has passed no response at or after the
-// expectation's first PSN (Daemon.rx records the furthest), and a worker
-// forgets a queue pair's expectations when the pair's packets move to it
-// from another queue (they were made for the other).
+// buffer the application already had back. So the receiving worker
+// starts a handed expectation after the furthest response it passed, if
+// that lies inside it (Daemon.rx records the furthest; settle), and a
+// worker forgets a queue pair's expectations when the pair's packets
+// move to it from another queue (they were made for the other). The rest
+// of a WRITE or SEND, announced after its first packets, always starts
+// that way, wherever it is taken, and not at all when a message ended in
+// what passed (Daemon.rxEnd).
 
 // The rx word of a queue pair (Daemon.rx) says where its packets arrive
 // and how far they went:
