@@ -131,10 +131,7 @@ func (w *worker) forwarded(apps []*app) bool {
 		// wait in the forwarder's ring, as in the NIC's (receive).
 		k := w.deliverFrom(apps, w.views[:n], true)
 		r.ReleaseFirst(k)
-		if k < n {
-			w.held = true
-			w.c.held.Add(1)
-		}
+		w.heldBack(k, n)
 		did = did || k > 0
 	}
 	return did

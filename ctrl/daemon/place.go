@@ -177,9 +177,10 @@ func (w *worker) pruneExpect(now int64) {
 const pruneEvery = 1 << 16
 
 // place switches the parsed packet p in frame f, for application a, to
-// e placed, when an expectation of a says where its payload goes. It
-// reports whether it did; when not, the caller passes the frame whole.
-func (w *worker) place(a *app, e *shmlink.End, p *wire.Packet, f []byte) bool {
+// e placed, when an expectation of a says where its payload goes; buf is
+// e's TxBuf slot, which holds f. It reports whether it did; when not, the
+// caller passes the frame whole.
+func (w *worker) place(a *app, e *shmlink.End, buf []byte, p *wire.Packet, f []byte) bool {
 	info := p.Info
 	req := info.Mask&wire.MaskRequest != 0
 	if !req && info.Mask&wire.MaskReadResponse == 0 {
@@ -230,19 +231,13 @@ func (w *worker) place(a *app, e *shmlink.End, p *wire.Packet, f []byte) bool {
 	if !ok || x.base+x.size > uint64(len(reg)) {
 		return w.unplaced(q, x)
 	}
-	buf := e.TxBuf()
 	hdr := p.BTHOff + info.HeaderLen
-	if buf == nil || len(f) > len(buf) {
-		return false // the caller counts the full ring and drops it
-	}
 	if !p.CheckICRC() {
 		return w.unplaced(q, x) // passed whole: the transport drops it, as in process
 	}
 	copy(reg[x.base+off:], p.Payload)
-	// The headers, and the pad and ICRC after the payload: an
-	// application worker that hands the frame to the one owning its
-	// queue pair copies the payload back in, and that one checks the
-	// ICRC of the whole frame.
+	// The frame as received but for its payload: the headers, and the
+	// pad and ICRC after it.
 	copy(buf, f[:hdr])
 	copy(buf[hdr+len(p.Payload):len(f)], f[hdr+len(p.Payload):])
 	e.TxSubmitPlaced(len(f), x.region, x.base+off, uint32(n))

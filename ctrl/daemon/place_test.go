@@ -61,6 +61,16 @@ func rcFrame(path *wire.Path, op wire.Opcode, qpn, psn uint32, payload []byte) [
 	return f
 }
 
+// placeOnRing offers the parsed frame to w.place in the next slot of
+// ring e, as deliver does: not at all when the ring has none that fits.
+func placeOnRing(w *worker, a *app, e *shmlink.End, p *wire.Packet, frame []byte) bool {
+	buf := e.TxBuf()
+	if buf == nil || len(frame) > len(buf) {
+		return false
+	}
+	return w.place(a, e, buf, p, frame)
+}
+
 // try parses frame and offers it to the worker for application a.
 func (f *placeFixture) try(t *testing.T, a *app, frame []byte) bool {
 	t.Helper()
@@ -68,7 +78,7 @@ func (f *placeFixture) try(t *testing.T, a *app, frame []byte) bool {
 	if err := p.Parse(frame); err != nil {
 		t.Fatal(err)
 	}
-	ok := f.w.place(a, f.ring.DaemonEnd(), &p, frame)
+	ok := placeOnRing(f.w, a, f.ring.DaemonEnd(), &p, frame)
 	if ok {
 		f.ring.DaemonEnd().Flush()
 	}
@@ -295,7 +305,7 @@ func FuzzPlace(f *testing.F) {
 			if p.Parse(frame) != nil {
 				return
 			}
-			if w.place(fx.a, fx.ring.DaemonEnd(), &p, frame) && !took {
+			if placeOnRing(w, fx.a, fx.ring.DaemonEnd(), &p, frame) && !took {
 				t.Fatal("placed with no expectation taken")
 			}
 			fx.ring.DaemonEnd().Flush()

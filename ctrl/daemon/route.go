@@ -166,17 +166,13 @@ func (w *worker) route(a *app, x *shmlink.Expectation, now int64) bool {
 	ws := w.d.workers
 	switch {
 	case h == w.q || len(ws) < 2 || h >= len(ws):
-		if x.Requests && !w.settle(x) {
-			w.c.handLate.Add(1)
-			return false
-		}
-		return w.insert(a, x, gen, now)
+		return w.take(a, x, gen, now, false)
 	case h >= 0:
 		return w.handTo(ws[h], a, x, gen)
 	}
 	// None of the queue pair's packets arrived yet (a READ's responses):
 	// here as well as everywhere.
-	ok := (!x.Requests || w.settle(x)) && w.insert(a, x, gen, now)
+	ok := w.take(a, x, gen, now, false)
 	for _, o := range ws {
 		if o != w && w.handTo(o, a, x, gen) {
 			ok = true
@@ -198,8 +194,19 @@ func (w *worker) handTo(o *worker, a *app, x *shmlink.Expectation, gen uint32) b
 	return true
 }
 
-// takeHanded takes the expectations other workers handed this one, each
-// still its application's and none of its responses passed yet.
+// take adds the checked expectation x of application a to this worker's
+// table, settled first (settle) when it was handed over or is the rest
+// of a WRITE or SEND; what settles to nothing is counted late.
+func (w *worker) take(a *app, x *shmlink.Expectation, gen uint32, now int64, handed bool) bool {
+	if (handed || x.Requests) && !w.settle(x) {
+		w.c.handLate.Add(1)
+		return false
+	}
+	return w.insert(a, x, gen, now)
+}
+
+// takeHanded takes the expectations other workers handed this one that
+// are still their application's (take).
 func (w *worker) takeHanded() {
 	var h handed
 	for _, r := range w.hands {
@@ -212,11 +219,7 @@ func (w *worker) takeHanded() {
 			if w.d.owner[x.QPN].Load() != h.a {
 				continue // gone since: nothing to place
 			}
-			if !w.settle(x) {
-				w.c.handLate.Add(1)
-				continue
-			}
-			w.insert(h.a, x, h.gen, w.now)
+			w.take(h.a, x, h.gen, w.now, true)
 		}
 	}
 }

@@ -38,7 +38,7 @@ func (f *placeFixture) placeOn(t *testing.T, w *worker, frame []byte) bool {
 	if err := p.Parse(frame); err != nil {
 		t.Fatal(err)
 	}
-	return w.place(f.a, f.ring.DaemonEnd(), &p, frame)
+	return placeOnRing(w, f.a, f.ring.DaemonEnd(), &p, frame)
 }
 
 // TestRouteExpectations: an expectation reaches the worker where its

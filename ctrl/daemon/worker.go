@@ -234,11 +234,17 @@ func (w *worker) receive(apps []*app) bool {
 	k := w.deliverFrom(apps, w.views[:n], true)
 	w.c.rx.Add(uint64(k))
 	w.sock.ReleaseRxFirst(k)
+	w.heldBack(k, n)
+	return k > 0
+}
+
+// heldBack notes a pass that delivered k of n frames and left the rest
+// where they were, for a full application ring.
+func (w *worker) heldBack(k, n int) {
 	if k < n {
 		w.held = true
 		w.c.held.Add(1)
 	}
-	return k > 0
 }
 
 // deliverFrom delivers received frames (deliver), counting those it
@@ -306,7 +312,8 @@ func (w *worker) deliver(p *wire.Packet, f []byte, hold bool) bool {
 	}
 	e := a.ends[w.q]
 	c := &a.st[w.q]
-	if buf := e.TxBuf(); buf == nil || len(f) > len(buf) {
+	buf := e.TxBuf()
+	if buf == nil || len(f) > len(buf) {
 		if buf == nil && hold && w.holdFor(a) {
 			return false
 		}
@@ -320,13 +327,13 @@ func (w *worker) deliver(p *wire.Packet, f []byte, hold bool) bool {
 	if qpn != engine.GSIQPN && p.Info.Mask&wire.MaskDETH == 0 {
 		w.arrived(qpn, p)
 	}
-	if w.nexp > 0 && w.place(a, e, p, f) {
+	if w.nexp > 0 && w.place(a, e, buf, p, f) {
 		c.rx.Add(1)
 		c.placed.Add(1)
 		c.touched = true
 		return true
 	}
-	e.TxSubmit(copy(e.TxBuf(), f))
+	e.TxSubmit(copy(buf, f))
 	c.rx.Add(1)
 	c.touched = true
 	return true
