@@ -35,6 +35,10 @@ type OpenOptions struct {
 	// hfi1_N), the file of its peers' addresses ("" means the opener's
 	// default).
 	Peers string
+	// Spare is how many received frames each AF_XDP socket lets its
+	// consumer keep aside (xsk.Config.Spare): the daemon's room for
+	// frames for an application whose ring is full.
+	Spare int
 }
 
 // An Opener opens the devices whose names it claims: a device that is
@@ -81,6 +85,7 @@ type Queues struct {
 	Sockets    []*xsk.Socket
 	closers    []func() error
 	limit      int  // OpenOptions.Queues
+	spare      int  // OpenOptions.Spare
 	saved      bool // the sockets are recorded (saveSockets)
 }
 
@@ -160,7 +165,7 @@ func OpenQueues(iface string, o OpenOptions) (q *Queues, err error) {
 	if err := q.reattachGrown(dev); err != nil {
 		return nil, fmt.Errorf("%s: its channels grew since up: %w", iface, err)
 	}
-	q.limit = o.Queues
+	q.limit, q.spare = o.Queues, o.Spare
 	for i := 0; i < q.served(dev.Queues); i++ {
 		if _, err := q.openSocket(i); err != nil {
 			return nil, err
@@ -172,7 +177,7 @@ func OpenQueues(iface string, o OpenOptions) (q *Queues, err error) {
 // openSocket binds an AF_XDP socket to queue i and enters it into the
 // classifier's socket map, until Close.
 func (q *Queues) openSocket(i int) (*xsk.Socket, error) {
-	s, err := xsk.Open(xsk.Config{Ifindex: q.Dev.Index, Queue: i, MultiBuffer: q.State.Frags})
+	s, err := xsk.Open(xsk.Config{Ifindex: q.Dev.Index, Queue: i, MultiBuffer: q.State.Frags, Spare: q.spare})
 	if err != nil {
 		return nil, fmt.Errorf("AF_XDP socket on %s queue %d: %w", q.Dev.Name, i, err)
 	}

@@ -97,10 +97,11 @@ type appCounters struct {
 	expects, badExpects, placed, gathered atomic.Uint64
 	touched                               bool
 	// fullSince is when (ns since the worker's epoch) the worker first
-	// found the ring full and held frames back in the NIC's ring for
-	// it; 0 while it has room.
+	// found the ring full, and parked frames for it or held them in a
+	// forwarder's ring; 0 while it has room.
 	fullSince int64
-	_         [55]byte
+	park      parked // frames for the full ring (park.go)
+	_         [56]byte
 }
 
 // corrupt reports whether a worker found one of a's rings corrupt (the

@@ -129,7 +129,9 @@ func Start(cfg Config) (_ *Daemon, err error) {
 		}
 		d.gid, _ = strconv.Atoi(g.Gid)
 	}
-	d.q, err = device.OpenQueues(cfg.Iface, device.OpenOptions{Queues: cfg.Queues})
+	// Spare chunks: room to park a ring's worth of frames for
+	// applications whose rings are full (park.go).
+	d.q, err = device.OpenQueues(cfg.Iface, device.OpenOptions{Queues: cfg.Queues, Spare: parkSpare})
 	if err != nil {
 		return nil, err
 	}

@@ -128,10 +128,13 @@ func (w *worker) forwarded(apps []*app) bool {
 			continue
 		}
 		// Counted received by the forwarder. Frames for a full ring
-		// wait in the forwarder's ring, as in the NIC's (receive).
-		k := w.deliverFrom(apps, w.views[:n], true)
+		// wait in the forwarder's ring (deliverFrom).
+		k := w.deliverFrom(apps, w.views[:n])
 		r.ReleaseFirst(k)
-		w.heldBack(k, n)
+		if k < n {
+			w.held = true
+			w.c.held.Add(1)
+		}
 		did = did || k > 0
 	}
 	return did

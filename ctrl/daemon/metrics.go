@@ -30,7 +30,8 @@ var (
 	descWorkerTx   = desc("worker_tx_frames_total", "Frames a daemon worker sent on its queue's AF_XDP socket.", "iface", "queue")
 	descWorkerLoop = desc("worker_looped_frames_total", "Frames from one application on the device to another (or itself) that a daemon worker switched between their rings instead of sending them.", "iface", "queue")
 	descWorkerDrop = desc("worker_dropped_frames_total", "Frames a daemon worker dropped, by reason.", "iface", "queue", "reason")
-	descWorkerHeld = desc("worker_held_total", "Passes in which a daemon worker left received frames in the NIC's ring because an application's ring was full (held back, not dropped, for up to 10 ms).", "iface", "queue")
+	descWorkerHeld = desc("worker_held_total", "Passes in which a daemon worker left frames in a forwarder's ring because an application's ring was full (held back, not dropped, for up to 50 ms).", "iface", "queue")
+	descWorkerPark = desc("worker_parked_total", "Frames a daemon worker kept aside for an application whose ring was full, and delivered once it had room (not dropped, not holding up the others).", "iface", "queue")
 	descWorkerIdle = desc("worker_sleeps_total", "Times a daemon worker slept idle.", "iface", "queue")
 	descWorkerHand = desc("worker_expectations_total", "Expectations (reads an application announced) a daemon worker handed to the worker their responses arrive at (handed), and those that did not take effect on the way (late: a full ring, or responses already passed).", "iface", "queue", "how")
 	descCMRejects  = desc("cm_rejects_total", "RDMA-CM connection requests no application took, rejected by the daemon (REJ Invalid Service ID, or SIDR_REP Unsupported).", "iface", "queue")
@@ -44,7 +45,7 @@ var (
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descVerdicts, descWorkerRx, descWorkerTx, descWorkerLoop, descWorkerDrop, descWorkerIdle, descWorkerHeld, descWorkerHand, descCMRejects, descApps, descAppQPs, descAppMem, descAppFrames, descAppDrop, descAppPlaced, descTransport} {
+	for _, d := range []*prometheus.Desc{descVerdicts, descWorkerRx, descWorkerTx, descWorkerLoop, descWorkerDrop, descWorkerIdle, descWorkerHeld, descWorkerPark, descWorkerHand, descCMRejects, descApps, descAppQPs, descAppMem, descAppFrames, descAppDrop, descAppPlaced, descTransport} {
 		ch <- d
 	}
 }
@@ -75,6 +76,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descWorkerDrop, w.RingFulls, iface, q, "ring_full")
 		counter(descWorkerIdle, w.Sleeps, iface, q)
 		counter(descWorkerHeld, w.Held, iface, q)
+		counter(descWorkerPark, w.Parked, iface, q)
 		counter(descCMRejects, w.CMRejects, iface, q)
 		counter(descWorkerHand, w.ExpectationsHanded, iface, q, "handed")
 		counter(descWorkerHand, w.ExpectationsLate, iface, q, "late")

@@ -42,7 +42,13 @@ type worker struct {
 	gsiPSN psn.PSN     // of the REJs the daemon sends from QP1
 	lpkt   wire.Packet // a REJ for an application on this device
 	looped bool        // this pass delivered a frame between applications
-	held   bool        // this pass left frames in the NIC's ring (receive)
+	held   bool        // this pass left frames for a full ring where they were (park.go)
+
+	// parking are the applications with frames parked (park.go), kept
+	// how many of the socket's spare chunks those hold.
+	parking []*app
+	kept    int
+	keep    keeper // sock
 
 	// in are the rings of the forwarders whose home it is (forward.go),
 	// copy on write; asleep tells them to kick it.
@@ -63,7 +69,8 @@ type worker struct {
 type workerCounters struct {
 	rx, tx, unknown, malformed, sleeps, stalls, ringFull, rejected, looped atomic.Uint64
 	handed, handFull, handLate                                             atomic.Uint64 // expectations (route.go)
-	held                                                                   atomic.Uint64 // passes that left frames in the NIC's ring
+	held                                                                   atomic.Uint64 // passes that left frames in a forwarder's ring
+	parked                                                                 atomic.Uint64 // frames parked for a full ring (park.go)
 }
 
 func newWorker(d *Daemon, q int, s *xsk.Socket) (*worker, error) {
@@ -71,7 +78,7 @@ func newWorker(d *Daemon, q int, s *xsk.Socket) (*worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("daemon: eventfd: %w", err)
 	}
-	w := &worker{d: d, q: q, sock: s, efd: efd, views: make([][]byte, link.IdealBatch), big: make([]byte, s.MaxFrame()),
+	w := &worker{d: d, q: q, sock: s, keep: s, efd: efd, views: make([][]byte, link.IdealBatch), big: make([]byte, s.MaxFrame()),
 		exp: map[uint32]*qpExpect{}, epoch: time.Now()}
 	w.in.Store(&[]*handoff.Ring{})
 	return w, nil
@@ -100,7 +107,8 @@ func (w *worker) stats() daemonapi.WorkerStats {
 	return daemonapi.WorkerStats{Queue: w.q, RxFrames: w.c.rx.Load(), TxFrames: w.c.tx.Load(), Unknown: w.c.unknown.Load(),
 		Malformed: w.c.malformed.Load(), Sleeps: w.c.sleeps.Load(), Passes: w.passes.Load(), TxStalls: w.c.stalls.Load(),
 		RingFulls: w.c.ringFull.Load(), CMRejects: w.c.rejected.Load(), Looped: w.c.looped.Load(),
-		ExpectationsHanded: w.c.handed.Load(), ExpectationsLate: w.c.handLate.Load() + w.c.handFull.Load(), Held: w.c.held.Load()}
+		ExpectationsHanded: w.c.handed.Load(), ExpectationsLate: w.c.handLate.Load() + w.c.handFull.Load(), Held: w.c.held.Load(),
+		Parked: w.c.parked.Load()}
 }
 
 // Idle pacing: spin, then yield the CPU (sched_yield(2): the worker's
@@ -184,7 +192,10 @@ func (w *worker) run(ctx context.Context) error {
 			}
 		}
 		apps := w.d.apps.Load()
-		did := w.receive(*apps)
+		did := len(w.parking) > 0 && w.unpark(*apps)
+		if w.receive(*apps) {
+			did = true
+		}
 		if w.forwarded(*apps) {
 			did = true
 		}
@@ -201,8 +212,8 @@ func (w *worker) run(ctx context.Context) error {
 			return err
 		}
 		if w.held {
-			// An application's ring is full: give it the CPU to
-			// drain it, then try again.
+			// An application's ring is full and frames wait for
+			// it: give it the CPU to drain it, then try again.
 			w.held = false
 			idle = 0
 			schedYield()
@@ -218,85 +229,101 @@ func (w *worker) run(ctx context.Context) error {
 	return nil
 }
 
-// receive moves a batch from the NIC to the applications' rings. At a
-// frame for an application whose ring is full it stops, for a while
-// (maxHold), and leaves that frame and those after it in the NIC's ring:
-// an application that falls behind a burst (a read's responses) then
-// loses none, where dropping them would cost its transport a retransmit
-// timeout.
+// receive moves a batch from the NIC to the applications' rings. A
+// frame for an application whose ring is full, or has frames parked
+// before it, is parked (park.go), or dropped when the worker can park no
+// more.
 func (w *worker) receive(apps []*app) bool {
 	n := w.sock.RecvZC(w.views)
 	if n == 0 {
 		return false
 	}
+	for i, f := range w.views[:n] {
+		w.receiveFrame(i, f)
+	}
 	// Publish first: the applications wait for these frames, the kernel
 	// has chunks to spare.
-	k := w.deliverFrom(apps, w.views[:n], true)
-	w.c.rx.Add(uint64(k))
-	w.sock.ReleaseRxFirst(k)
-	w.heldBack(k, n)
-	return k > 0
+	w.publish(apps)
+	w.c.rx.Add(uint64(n))
+	w.sock.ReleaseRx()
+	return true
 }
 
-// heldBack notes a pass that delivered k of n frames and left the rest
-// where they were, for a full application ring.
-func (w *worker) heldBack(k, n int) {
-	if k < n {
-		w.held = true
-		w.c.held.Add(1)
+// receiveFrame delivers frame f, the i-th of the last receive, or parks
+// it (drops it when it cannot).
+func (w *worker) receiveFrame(i int, f []byte) {
+	if err := w.pkt.Parse(f); err != nil {
+		w.c.malformed.Add(1)
+		return
+	}
+	a := w.ownerOf(&w.pkt)
+	if a == nil {
+		return
+	}
+	if a.st[w.q].park.pending() == 0 && w.deliverTo(a, &w.pkt, f) {
+		return
+	}
+	if !w.park(a, i) {
+		w.dropFull(a)
 	}
 }
 
-// deliverFrom delivers received frames (deliver), counting those it
-// cannot parse, publishes the rings it filled, and returns how many it
-// took: all of them, unless it may hold and one's ring is full.
-func (w *worker) deliverFrom(apps []*app, frames [][]byte, hold bool) int {
+// deliverFrom delivers frames a forwarder handed the worker, counting
+// those it cannot parse, publishes the rings it filled, and returns how
+// many it took: all of them, unless one is for a full ring that holdFor
+// lets it wait for (in the forwarder's ring, which holds the others up
+// too: forwarders are rare, see forward.go).
+func (w *worker) deliverFrom(apps []*app, frames [][]byte) int {
 	k := len(frames)
 	for i, f := range frames {
 		if err := w.pkt.Parse(f); err != nil {
 			w.c.malformed.Add(1)
 			continue
 		}
-		if !w.deliver(&w.pkt, f, hold) {
+		a := w.ownerOf(&w.pkt)
+		if a == nil || w.deliverTo(a, &w.pkt, f) {
+			continue
+		}
+		if w.holdFor(a) {
 			k = i
 			break
 		}
+		w.dropFull(a)
 	}
 	w.publish(apps)
 	return k
 }
 
-// maxHold is how long a worker keeps frames in the NIC's ring for an
-// application whose ring is full (it was descheduled, say) before it
-// drops them, so that one stalled application holds up the others on
-// the queue for that long at most.
+// maxHold is how long a worker makes the frames behind a frame for a
+// full application ring wait in a forwarder's ring, and how long it
+// yields the CPU to an application with frames parked: a stalled
+// application (stopped, say) holds the others back, or costs them a
+// yield per pass, that long at most.
 const maxHold = int64(50 * time.Millisecond)
 
-// holdFor reports whether to leave frames in the NIC's ring for
+// since is the time, in ns since the worker's epoch, never 0.
+func (w *worker) since() int64 { return int64(time.Since(w.epoch)) | 1 }
+
+// holdFor reports whether to leave frames in a forwarder's ring for
 // application a, whose ring is full.
 func (w *worker) holdFor(a *app) bool {
 	c := &a.st[w.q]
-	now := int64(time.Since(w.epoch)) | 1
 	if c.fullSince == 0 {
-		c.fullSince = now
+		c.fullSince = w.since()
 		return true
 	}
-	return now-c.fullSince < maxHold
+	return w.since()-c.fullSince < maxHold
 }
 
-// deliver hands frame f, parsed in p, to the application that owns its
-// destination queue pair (for QP1, the one its RDMA-CM message is for):
-// its payload placed where the application expects it, or the frame
-// copied whole onto the application's ring for this queue. A frame for
-// no application is counted and dropped. The rings are published later,
-// by publish. It reports false, having done nothing, when the
-// application's ring is full and hold allows leaving the frame where it
-// is (holdFor).
-func (w *worker) deliver(p *wire.Packet, f []byte, hold bool) bool {
+// ownerOf returns the application that owns the destination queue pair
+// of the frame parsed in p (for QP1, the one its RDMA-CM message is
+// for), or nil, having counted the frame unknown (and, for an RDMA-CM
+// request nobody takes, rejected it).
+func (w *worker) ownerOf(p *wire.Packet) *app {
 	qpn := p.BTH().DestQP()
 	if qpn >= uint32(len(w.d.owner)) {
 		w.c.unknown.Add(1)
-		return true
+		return nil
 	}
 	var a *app
 	if qpn == engine.GSIQPN {
@@ -308,22 +335,30 @@ func (w *worker) deliver(p *wire.Packet, f []byte, hold bool) bool {
 	}
 	if a == nil {
 		w.c.unknown.Add(1)
-		return true
 	}
+	return a
+}
+
+// deliverTo hands frame f, parsed in p, to application a: its payload
+// placed where the application expects it, or the frame copied whole
+// onto the application's ring for this queue; a frame larger than a
+// ring slot is dropped. The rings are published later, by publish. It
+// reports false, having done nothing, when the ring is full.
+func (w *worker) deliverTo(a *app, p *wire.Packet, f []byte) bool {
 	e := a.ends[w.q]
 	c := &a.st[w.q]
 	buf := e.TxBuf()
-	if buf == nil || len(f) > len(buf) {
-		if buf == nil && hold && w.holdFor(a) {
-			return false
-		}
-		w.c.ringFull.Add(1)
-		c.dropped.Add(1)
+	if buf == nil {
+		return false
+	}
+	if len(f) > len(buf) {
+		w.dropFull(a)
 		return true
 	}
 	c.fullSince = 0
 	// Where an RC packet the application will see arrived (route.go):
 	// not one dropped here, which the transport never sees.
+	qpn := p.BTH().DestQP()
 	if qpn != engine.GSIQPN && p.Info.Mask&wire.MaskDETH == 0 {
 		w.arrived(qpn, p)
 	}
@@ -337,6 +372,12 @@ func (w *worker) deliver(p *wire.Packet, f []byte, hold bool) bool {
 	c.rx.Add(1)
 	c.touched = true
 	return true
+}
+
+// dropFull counts a frame for application a dropped for want of room.
+func (w *worker) dropFull(a *app) {
+	w.c.ringFull.Add(1)
+	a.st[w.q].dropped.Add(1)
 }
 
 // publish makes the frames delivered to the applications' rings in this
@@ -395,7 +436,9 @@ func (w *worker) loop(a *app, c []byte) {
 func (w *worker) loopBack(p *wire.Packet, f []byte) {
 	w.c.looped.Add(1)
 	w.looped = true
-	w.deliver(p, f, false)
+	if a := w.ownerOf(p); a != nil && !w.deliverTo(a, p, f) {
+		w.dropFull(a)
+	}
 }
 
 // transmit moves what application a put on its ring for this queue to
@@ -539,6 +582,9 @@ func (w *worker) sleep(apps *[]*app) {
 		w.fdsFor = apps
 	}
 	timeout := maxSleep
+	if len(w.parking) > 0 {
+		timeout = parkWait
+	}
 	if ready, t := w.sock.PrepareWait(timeout); ready {
 		return
 	} else {

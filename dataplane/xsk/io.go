@@ -105,6 +105,11 @@ func (s *Socket) frameEnd(i, avail uint32) (uint32, bool) {
 func (s *Socket) recycle(n uint32) {
 	q := s.q
 	for j := range n {
+		if s.nkept > 0 && s.kept[j] {
+			s.kept[j] = false
+			s.nkept--
+			continue
+		}
 		q.stash = append(q.stash, s.rx.at(j).Addr&s.chunkMask)
 	}
 	s.rx.release(n)
@@ -144,7 +149,7 @@ func (s *Socket) RecvZC(views [][]byte) int {
 		s.refill()
 	}
 	if len(s.zcEnds) < len(views) {
-		s.zcEnds, s.zcSums = make([]uint32, len(views)), make([]int, len(views)) // once per views' size
+		s.zcEnds = make([]uint32, len(views)) // once per views' size
 	}
 	var (
 		n     int
@@ -158,7 +163,7 @@ func (s *Socket) RecvZC(views [][]byte) int {
 			i++
 			views[n] = s.mem[d.Addr : d.Addr+uint64(d.Len) : d.Addr+uint64(d.Len)]
 			bytes += int(d.Len)
-			s.zcEnds[n], s.zcSums[n] = i, bytes
+			s.zcEnds[n] = i
 			n++
 			continue
 		}
@@ -176,7 +181,7 @@ func (s *Socket) RecvZC(views [][]byte) int {
 		mb++
 		views[n] = buf[:total:total]
 		bytes += total
-		s.zcEnds[n], s.zcSums[n] = i, bytes
+		s.zcEnds[n] = i
 		n++
 	}
 	s.zcHeld, s.zcN = i, n
@@ -195,29 +200,54 @@ func (s *Socket) ReleaseRx() {
 	}
 }
 
-// ReleaseRxFirst gives back the chunks of the first k frames the last
-// RecvZC lent, and leaves the others in the rx ring, where the next
-// RecvZC lends them again: backpressure for a consumer with no room for
-// them yet, which the kernel then meets as a full ring (as it would
-// have, had they not been taken). No view of that RecvZC may be used
-// afterwards. The frames left are not counted received until lent again;
-// k at least what was lent releases them all.
-func (s *Socket) ReleaseRxFirst(k int) {
-	if s.zcHeld == 0 || k >= s.zcN {
-		s.ReleaseRx()
-		return
+// A Chunk is a piece of a received frame that Keep took out of the
+// socket's recycling: its place in the UMEM and its length.
+type Chunk struct {
+	Addr uint64
+	Len  uint32
+}
+
+// Keep takes frame i of the last RecvZC out of the release that gives its
+// chunks back to the kernel, and appends them to dst (one, or several for
+// a multi-buffer frame): they stay the caller's, readable through View,
+// until it gives them back with Return. A spare chunk takes each one's
+// place in the fill ring; keeping more than Config.Spare at once leaves
+// the kernel fewer chunks to receive into.
+func (s *Socket) Keep(i int, dst []Chunk) []Chunk {
+	if i < 0 || i >= s.zcN {
+		return dst
 	}
-	k = max(k, 0)
-	n, b := uint32(0), 0
-	if k > 0 {
-		n, b = s.zcEnds[k-1], s.zcSums[k-1]
+	first := uint32(0)
+	if i > 0 {
+		first = s.zcEnds[i-1]
 	}
-	s.st.rxFrames.Add(^uint64(s.zcN - k - 1))
-	s.st.rxBytes.Add(^uint64(s.zcSums[s.zcN-1] - b - 1))
-	s.zcHeld, s.zcN = 0, 0
-	if n > 0 {
-		s.recycle(n)
+	for j := first; j < s.zcEnds[i]; j++ {
+		if s.kept[j] {
+			continue
+		}
+		s.kept[j] = true
+		s.nkept++
+		d := s.rx.at(j)
+		dst = append(dst, Chunk{Addr: d.Addr, Len: d.Len})
 	}
+	return dst
+}
+
+// Spare is Config.Spare where the socket has a fill ring of its own,
+// else 0: how many chunks Keep may hold without cost to the kernel.
+func (s *Socket) Spare() int { return s.spare }
+
+// View is the bytes of a chunk Keep took, valid until Return.
+func (s *Socket) View(c Chunk) []byte {
+	return s.mem[c.Addr : c.Addr+uint64(c.Len) : c.Addr+uint64(c.Len)]
+}
+
+// Return gives chunks that Keep took back to the kernel.
+func (s *Socket) Return(cs []Chunk) {
+	for _, c := range cs {
+		s.q.stash = append(s.q.stash, c.Addr&s.chunkMask)
+	}
+	s.refill()
 }
 
 // Send copies frames into free chunks and posts them on the tx ring, kicks

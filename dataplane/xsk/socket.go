@@ -56,6 +56,13 @@ type Config struct {
 	// Ring sizes, powers of two (default 2048 each).
 	RxSize, TxSize, FillSize, CompSize int
 
+	// Spare is how many received frames' chunks a consumer may Keep at
+	// once without the kernel running short: chunks claimed for receive
+	// beyond FillSize, which wait in the socket until the fill ring has
+	// room for them (default 0). It counts only for a socket with a
+	// fill ring of its own.
+	Spare int
+
 	Mode BindMode
 
 	// NoNeedWakeup turns off XDP_USE_NEED_WAKEUP: the kernel then never
@@ -107,13 +114,16 @@ func (c *Config) setDefaults() error {
 	if c.FrameSize == 0 {
 		c.FrameSize = defaultFrameSize
 	}
-	if c.Frames == 0 {
-		c.Frames = defaultFrames
-	}
 	for _, p := range []*int{&c.RxSize, &c.TxSize, &c.FillSize, &c.CompSize} {
 		if *p == 0 {
 			*p = defaultRing
 		}
+	}
+	if c.Spare < 0 {
+		return fmt.Errorf("spare chunks %d: negative", c.Spare)
+	}
+	if c.Frames == 0 {
+		c.Frames = max(defaultFrames, c.FillSize+c.Spare+c.TxSize)
 	}
 	if c.BindRetry == 0 {
 		c.BindRetry = defaultBindRetry
@@ -160,9 +170,11 @@ type Socket struct {
 
 	zcHeld uint32   // rx descriptors lent out by the last RecvZC
 	zcEnds []uint32 // per frame it lent, the descriptors up to its end
-	zcSums []int    // per frame it lent, the bytes up to its end
 	zcN    int      // frames it lent
 	mbBufs [][]byte // RecvZC's copies of multi-buffer frames
+	kept   []bool   // per descriptor lent, whether Keep took its chunk
+	nkept  int      // how many are
+	spare  int      // Config.Spare, where the socket has its own fill ring
 
 	txChunk uint64 // the chunk TxBuf handed out
 	txHave  bool
@@ -295,8 +307,9 @@ func open(cfg Config) (_ *Socket, err error) {
 			q.fill.unmap()
 			return nil, err
 		}
-		nrx = cfg.FillSize
+		nrx = cfg.FillSize + cfg.Spare
 		q.stash = make([]uint64, 0, nrx)
+		s.spare = cfg.Spare
 	}
 	first, err := u.claim(nrx + cfg.TxSize)
 	if err != nil {
@@ -314,10 +327,14 @@ func open(cfg Config) (_ *Socket, err error) {
 	}
 	q.free = free
 	if ownRings {
-		// The fill ring holds exactly the rx chunks, so recycling a
-		// received chunk always finds a free slot.
+		// The fill ring holds the rx chunks but the spare ones, which
+		// wait in the stash (recycle) and stand in for chunks Keep takes.
 		for i := range nrx {
-			q.fill.put(rxFirst + uint64(i)*s.frameSize)
+			if i < cfg.FillSize {
+				q.fill.put(rxFirst + uint64(i)*s.frameSize)
+			} else {
+				q.stash = append(q.stash, rxFirst+uint64(i)*s.frameSize)
+			}
 		}
 		q.fill.submit()
 		u.queues[key] = q
@@ -347,6 +364,7 @@ func open(cfg Config) (_ *Socket, err error) {
 			s.mbBufs[i] = make([]byte, s.maxFrame)
 		}
 	}
+	s.kept = make([]bool, cfg.RxSize)
 	s.kickFn = func(fd uintptr) { s.kickErr = kick(fd) }
 	s.wakeFn = func(fd uintptr) { _ = wakeRx(fd) }
 	s.waitFn = func(uintptr) bool { return s.rx.avail(1) > 0 }

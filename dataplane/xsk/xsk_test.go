@@ -410,36 +410,7 @@ func TestZeroCopyAPI(t *testing.T) {
 	if d := time.Since(start); d < 40*time.Millisecond {
 		t.Errorf("Wait returned after %v, before anything was sent", d)
 	}
-	recvSeq(t, r, a.h.MAC, b.h.MAC, n, func(k int) int { return k }, func(int) { r.ReleaseRx() })
-}
-
-// recvSeq receives frames 0 to n-1 of flow 9 from MAC src to dst on r,
-// checking each and their order: of the k frames each RecvZC lends, it
-// takes the first take(k), then calls release with that count.
-func recvSeq(t *testing.T, r *Socket, src, dst net.HardwareAddr, n int, take func(k int) int, release func(took int)) {
-	t.Helper()
-	views := make([][]byte, 16)
-	got := 0
-	for deadline := time.Now().Add(2 * time.Second); got < n && time.Now().Before(deadline); {
-		if err := r.Wait(100 * time.Millisecond); err != nil && !errors.Is(err, ErrTimeout) {
-			t.Fatal(err)
-		}
-		k := take(r.RecvZC(views))
-		for _, v := range views[:k] {
-			seq, err := checkFrame(v, src, dst, 9)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if int(seq) != got {
-				t.Fatalf("seq %d, want %d", seq, got)
-			}
-			got++
-		}
-		release(k)
-	}
-	if got != n {
-		t.Fatalf("got %d of %d", got, n)
-	}
+	recvFrom(t, r, a.h.MAC, b.h.MAC, 0, n)
 }
 
 // TestWaitClose: Close unblocks a goroutine parked in Wait.
@@ -604,31 +575,102 @@ func TestSustained(t *testing.T) {
 	}
 }
 
-// TestReleaseRxFirst: a consumer takes the first frames of a RecvZC and
-// leaves the rest in the rx ring; the next RecvZC lends them again, in
-// order, and each frame is counted received once.
-func TestReleaseRxFirst(t *testing.T) {
-	a, b := newEnv(t, envOptions{queues: 1})
+// TestKeep: a consumer keeps chunks of received frames past their
+// release, as the daemon does for an application whose ring is full.
+// Spare chunks take their place: while they are kept, the kernel receives
+// several rings' worth into the others and never reuses them, and once
+// given back they are received into again.
+func TestKeep(t *testing.T) {
+	const ring, spare = 64, 16
+	a, b := newEnv(t, envOptions{queues: 1, cfg: Config{RxSize: ring, FillSize: ring, Spare: spare}})
 	s, r := a.socks[0], b.socks[0]
-	const n = 40
-	for i := range n {
-		buf := s.TxBuf()
-		if buf == nil {
-			t.Fatal("no tx buffer")
+	if r.Spare() != spare {
+		t.Fatalf("Spare %d, want %d", r.Spare(), spare)
+	}
+	send := func(first, n int) {
+		t.Helper()
+		for i := first; i < first+n; i++ {
+			buf := s.TxBuf()
+			for buf == nil {
+				_ = s.Flush()
+				buf = s.TxBuf()
+			}
+			s.TxSubmit(len(udpFrame(buf, a.h.MAC, b.h.MAC, 9, uint32(i), 60+i%200)))
 		}
-		s.TxSubmit(len(udpFrame(buf, a.h.MAC, b.h.MAC, 9, uint32(i), 60+i)))
+		if err := s.Flush(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := s.Flush(); err != nil {
-		t.Fatal(err)
+	// The first spare frames are kept, whatever batches they come in.
+	send(0, spare)
+	var kept []Chunk
+	views := make([][]byte, 8)
+	for got := 0; got < spare; {
+		if err := r.Wait(time.Second); err != nil {
+			t.Fatal(err)
+		}
+		n := r.RecvZC(views)
+		for i := range n {
+			kept = r.Keep(i, kept)
+			kept = r.Keep(i, kept) // once is enough
+		}
+		got += n
 	}
-	// Three at a time, whatever was lent.
-	recvSeq(t, r, a.h.MAC, b.h.MAC, n, func(k int) int { return min(k, 3) }, r.ReleaseRxFirst)
-	if st, _ := r.Stats(); st.RxFrames != n {
-		t.Fatalf("%d frames counted received, want %d", st.RxFrames, n)
+	r.ReleaseRx()
+	if len(kept) != spare {
+		t.Fatalf("%d chunks kept, want %d", len(kept), spare)
 	}
-	// Nothing is left.
-	if k := r.RecvZC(make([][]byte, 16)); k != 0 {
-		t.Fatalf("%d frames left", k)
+	check := func(what string) {
+		t.Helper()
+		for i, c := range kept {
+			if seq, err := checkFrame(r.View(c), a.h.MAC, b.h.MAC, 9); err != nil || seq != uint32(i) {
+				t.Fatalf("%s: kept frame %d reads seq %d (%v)", what, i, seq, err)
+			}
+		}
 	}
-	r.ReleaseRxFirst(0)
+	check("at once")
+	// Four rings' worth more, in rounds the rings hold.
+	for round := range 8 {
+		first := spare + round*ring/2
+		send(first, ring/2)
+		recvFrom(t, r, a.h.MAC, b.h.MAC, first, ring/2)
+	}
+	check("after four rings")
+	r.Return(kept)
+	first := spare + 8*ring/2
+	for round := range 4 {
+		send(first+round*ring/2, ring/2)
+		recvFrom(t, r, a.h.MAC, b.h.MAC, first+round*ring/2, ring/2)
+	}
+	if st, _ := r.Stats(); st.RxFrames != uint64(first+2*ring) {
+		t.Fatalf("%d frames received, want %d; %+v", st.RxFrames, first+2*ring, st)
+	}
+}
+
+// recvFrom receives frames first to first+n-1 of flow 9 from MAC src to
+// dst on r, checking each and their order.
+func recvFrom(t *testing.T, r *Socket, src, dst net.HardwareAddr, first, n int) {
+	t.Helper()
+	views := make([][]byte, 16)
+	got := 0
+	for deadline := time.Now().Add(2 * time.Second); got < n && time.Now().Before(deadline); {
+		if err := r.Wait(100 * time.Millisecond); err != nil && !errors.Is(err, ErrTimeout) {
+			t.Fatal(err)
+		}
+		k := r.RecvZC(views)
+		for _, v := range views[:k] {
+			seq, err := checkFrame(v, src, dst, 9)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if int(seq) != first+got {
+				t.Fatalf("seq %d, want %d", seq, first+got)
+			}
+			got++
+		}
+		r.ReleaseRx()
+	}
+	if got != n {
+		t.Fatalf("got %d of %d from %d", got, n, first)
+	}
 }

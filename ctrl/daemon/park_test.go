@@ -1,0 +1,184 @@
+package daemon
+
+import (
+	"testing"
+
+	"github.com/softfabric/softfabric/dataplane/link/shmlink"
+	"github.com/softfabric/softfabric/dataplane/wire"
+	"github.com/softfabric/softfabric/dataplane/xsk"
+)
+
+// chunkStore stands in for the AF_XDP socket's UMEM in parking: Keep
+// copies a frame of the last batch aside, and it counts the chunks out.
+type chunkStore struct {
+	spare int
+	batch [][]byte
+	mem   map[uint64][]byte
+	next  uint64
+}
+
+func (k *chunkStore) Spare() int { return k.spare }
+
+func (k *chunkStore) Keep(i int, dst []xsk.Chunk) []xsk.Chunk {
+	k.next++
+	k.mem[k.next] = append([]byte(nil), k.batch[i]...)
+	return append(dst, xsk.Chunk{Addr: k.next, Len: uint32(len(k.batch[i]))})
+}
+
+func (k *chunkStore) View(c xsk.Chunk) []byte { return k.mem[c.Addr] }
+
+func (k *chunkStore) Return(cs []xsk.Chunk) {
+	for _, c := range cs {
+		if _, ok := k.mem[c.Addr]; !ok {
+			panic("a chunk returned twice")
+		}
+		delete(k.mem, c.Addr)
+	}
+}
+
+// parkFixture: applications a (QP 0x42) and other (QP 0x43), each with a
+// 64-slot ring, on a worker that can park spare frames.
+func parkFixture(t *testing.T, spare int) (f *placeFixture, k *chunkStore, apps []*app, aRing, otherRing *shmlink.End) {
+	f = newPlaceFixture(t)
+	k = &chunkStore{spare: spare, mem: map[uint64][]byte{}}
+	f.w.keep = k
+	r, err := shmlink.Create("park-test", shmlink.Config{Slots: 64, SlotSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	f.a.ends, f.other.ends = []*shmlink.End{f.ring.DaemonEnd()}, []*shmlink.End{r.DaemonEnd()}
+	f.a.st, f.other.st = make([]appCounters, 1), make([]appCounters, 1)
+	return f, k, []*app{f.a, f.other}, f.ring.AppEnd(), r.AppEnd()
+}
+
+// nicBatch has the worker receive frames as one batch from the NIC.
+func nicBatch(w *worker, k *chunkStore, apps []*app, frames ...[]byte) {
+	k.batch = frames
+	for i, f := range frames {
+		w.receiveFrame(i, f)
+	}
+	w.publish(apps)
+}
+
+// drain reads what an application's ring holds and returns the PSNs.
+func drain(t *testing.T, e *shmlink.End) []uint32 {
+	t.Helper()
+	views := make([][]byte, 64)
+	n := e.RecvZC(views)
+	var psns []uint32
+	for _, v := range views[:n] {
+		var p wire.Packet
+		if err := p.Parse(v); err != nil {
+			t.Fatal(err)
+		}
+		psns = append(psns, p.BTH().PSN())
+	}
+	e.ReleaseRx()
+	return psns
+}
+
+// TestParkFullRing: frames from the NIC for an application whose ring is
+// full are parked, not left in the NIC's ring ahead of the others'
+// frames: the other application on the queue gets its frames at once.
+// Once the slow one makes room, its parked frames come first and in
+// order, new ones queue behind them; beyond the spare chunks its frames
+// are dropped and counted; an application that goes has its parked
+// frames' chunks given back.
+func TestParkFullRing(t *testing.T) {
+	f, k, apps, a, other := parkFixture(t, 20)
+	w := f.w
+	send := func(qpn, psn uint32) []byte {
+		return rcFrame(&f.peer, wire.RCSendOnly, qpn, psn, pattern(100, byte(psn)))
+	}
+	var batch [][]byte
+	for psn := range uint32(64) {
+		batch = append(batch, send(0x42, psn))
+	}
+	nicBatch(w, k, apps, batch...)
+	// a's ring is full. The next frames for it park; other's pass.
+	nicBatch(w, k, apps, send(0x42, 64), send(0x43, 1000), send(0x42, 65), send(0x43, 1001))
+	if got := drain(t, other); len(got) != 2 || got[0] != 1000 || got[1] != 1001 {
+		t.Fatalf("the other application got %v behind the full ring", got)
+	}
+	if st := w.stats(); st.Parked != 2 || st.RingFulls != 0 || len(k.mem) != 2 {
+		t.Fatalf("parked %d, dropped %d, %d chunks kept", st.Parked, st.RingFulls, len(k.mem))
+	}
+	// a is still full: nothing moves.
+	if w.unpark(apps) || !w.held {
+		t.Fatal("unparked into a full ring, or no yield to the application")
+	}
+	w.held = false
+	// a reads its ring; before the worker's next pass one more frame
+	// arrives, with room in a's ring: it goes behind the parked ones.
+	if got := drain(t, a); len(got) != 64 {
+		t.Fatalf("a read %d frames", len(got))
+	}
+	nicBatch(w, k, apps, send(0x42, 66))
+	if !w.unpark(apps) || len(w.parking) != 0 || len(k.mem) != 0 || w.kept != 0 {
+		t.Fatalf("parked frames not delivered (parking %d, %d chunks kept, %d counted)", len(w.parking), len(k.mem), w.kept)
+	}
+	if got := drain(t, a); len(got) != 3 || got[0] != 64 || got[1] != 65 || got[2] != 66 {
+		t.Fatalf("a got %v after its parked frames, want [64 65 66]", got)
+	}
+	// Past the spare chunks, a's frames are dropped; other's still pass.
+	batch = batch[:0]
+	for psn := range uint32(64 + 25) {
+		batch = append(batch, send(0x42, 100+psn))
+	}
+	nicBatch(w, k, apps, append(batch, send(0x43, 1002))...)
+	if st := w.stats(); st.Parked != 3+20 || st.RingFulls != 5 || f.a.st[0].dropped.Load() != 5 {
+		t.Fatalf("parked %d, dropped %d (a: %d), want 23 and 5", st.Parked, st.RingFulls, f.a.st[0].dropped.Load())
+	}
+	if got := drain(t, other); len(got) != 1 {
+		t.Fatalf("the other application got %v", got)
+	}
+	// Half of the parked frames go, and their chunks with them.
+	ring := drain(t, a)
+	nicBatch(w, k, apps, send(0x43, 1003))
+	w.unpark(apps)
+	if len(ring) != 64 || len(k.mem) != 0 {
+		t.Fatalf("a read %d, %d chunks still kept", len(ring), len(k.mem))
+	}
+	ring = drain(t, a)
+	if len(ring) != 20 || ring[0] != 164 || ring[19] != 183 {
+		t.Fatalf("a got %v from its parked frames", ring)
+	}
+	// a fills its ring again, parks, and goes: its chunks come back.
+	batch = batch[:0]
+	for psn := range uint32(70) {
+		batch = append(batch, send(0x42, 200+psn))
+	}
+	nicBatch(w, k, apps, batch...)
+	if len(k.mem) != 6 {
+		t.Fatalf("%d chunks kept, want 6", len(k.mem))
+	}
+	unknown := w.c.unknown.Load()
+	w.unpark(apps[1:])
+	if len(k.mem) != 0 || w.kept != 0 || len(w.parking) != 0 || w.c.unknown.Load() != unknown+6 {
+		t.Fatalf("%d chunks kept (%d counted) after the application went", len(k.mem), w.kept)
+	}
+}
+
+// TestHoldForwarded: a forwarder's frame for a full ring waits in the
+// forwarder's ring (deliverFrom takes the frames before it) for up to
+// maxHold, then is dropped.
+func TestHoldForwarded(t *testing.T) {
+	f, _, _, _, _ := parkFixture(t, 0)
+	w := f.w
+	var frames [][]byte
+	for psn := range uint32(66) {
+		frames = append(frames, rcFrame(&f.peer, wire.RCSendOnly, 0x42, psn, pattern(100, 1)))
+	}
+	if k := w.deliverFrom(nil, frames); k != 64 {
+		t.Fatalf("took %d of 66 frames for a 64-slot ring", k)
+	}
+	c := &f.a.st[0]
+	if k := w.deliverFrom(nil, frames[64:]); k != 0 || c.fullSince == 0 {
+		t.Fatalf("took %d frames for a full ring within maxHold", k)
+	}
+	c.fullSince -= maxHold
+	if k := w.deliverFrom(nil, frames[64:]); k != 2 || c.dropped.Load() != 2 {
+		t.Fatalf("took %d, dropped %d past maxHold", k, c.dropped.Load())
+	}
+}
