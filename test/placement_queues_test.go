@@ -102,8 +102,13 @@ func testPlacedReadsQueues(t *testing.T, impaired bool) {
 	}
 	// On a clean wire all are placed but where the application's ring
 	// filled on a busy host (TestPlacedReads says more); before handing
-	// over, half.
-	if !impaired && placed < packets*3/4 || impaired && placed < packets/2 {
+	// over, half. Under impairment a loss ends its read's placement until
+	// the transport asks again, and how many responses the peer sends in
+	// between depends on scheduling: 70-88 % placed on an idle host, 48 %
+	// in a CI run beside other packages. With repeated reads not placed
+	// again, only what comes before each read's first loss would be: a
+	// few per cent, under the quarter required.
+	if !impaired && placed < packets*3/4 || impaired && placed < packets/4 {
 		t.Fatalf("only %d of %d responses placed", placed, packets)
 	}
 }
