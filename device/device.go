@@ -156,6 +156,7 @@ type Device struct {
 	tallies  []tally // by worker
 	overruns atomic.Pointer[func() uint64]
 	gone     <-chan struct{} // closed when the daemon went away (Attach)
+	closed   atomic.Bool
 }
 
 // Gone is closed when the device went away under its user: the daemon it
@@ -332,8 +333,12 @@ func (d *Device) RunWorkers(ctx context.Context, hooks []func() (bool, error)) e
 // reverse order of adding).
 func (d *Device) OnClose(f func() error) { d.closers = append(d.closers, f) }
 
-// Close destroys the queue pairs and releases what Open took.
+// Close destroys the queue pairs and releases what Open took. Closing
+// again does nothing.
 func (d *Device) Close() error {
+	if d.closed.Swap(true) {
+		return nil
+	}
 	d.qpMu.Lock()
 	qps := make(map[uint32]engine.QP, len(d.qps))
 	for n, q := range d.qps {

@@ -77,7 +77,8 @@ func TestSlowApplication(t *testing.T) {
 		}
 	}()
 
-	// The flood and the ping-pong, driven together for a second.
+	// The ping-pong, alone for half a second (what this host allows it
+	// now), then beside the flood for a second.
 	for i := range 16 {
 		if err := qe.PostRecv(&verbs.RecvWR{ID: uint64(i), SGL: sge(echo.buf, 0, 64)}); err != nil {
 			t.Fatal(err)
@@ -87,7 +88,6 @@ func TestSlowApplication(t *testing.T) {
 		}
 	}
 	var (
-		rtts     []time.Duration
 		sent     uint32
 		inflight int
 		start    time.Time
@@ -100,53 +100,77 @@ func TestSlowApplication(t *testing.T) {
 		}
 	}
 	ping()
-	t0 := time.Now()
-	for until := t0.Add(time.Second); time.Now().Before(until); {
-		for due := uint32(time.Since(t0) / (25 * time.Microsecond)); inflight < 64 && sent < due; {
-			wr := verbs.SendWR{Op: verbs.OpSendImm, Flags: verbs.Signaled, Imm: sent, Dest: ah, SGL: sge(flood.buf, 0, 256)}
-			if qx.PostSend(&wr) != nil {
-				break
+	run := func(d time.Duration, flooding bool) (rtts []time.Duration) {
+		t0 := time.Now()
+		for until := t0.Add(d); time.Now().Before(until); {
+			for due := uint32(time.Since(t0) / (25 * time.Microsecond)); flooding && inflight < 64 && sent < due; {
+				wr := verbs.SendWR{Op: verbs.OpSendImm, Flags: verbs.Signaled, Imm: sent, Dest: ah, SGL: sge(flood.buf, 0, 256)}
+				if qx.PostSend(&wr) != nil {
+					break
+				}
+				sent++
+				inflight++
 			}
-			sent++
-			inflight++
+			for _, e := range []*end{fast, echo, flood} {
+				if _, err := e.d.Progress(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			inflight -= flood.scq.Poll(buf)
+			for _, c := range buf[:echo.rcq.Poll(buf)] {
+				if c.Status != verbs.Success {
+					t.Fatalf("echo: %v", c.Status)
+				}
+				if err := qe.PostRecv(&verbs.RecvWR{SGL: sge(echo.buf, 0, 64)}); err != nil {
+					t.Fatal(err)
+				}
+				if err := qe.PostSend(&verbs.SendWR{Op: verbs.OpSend, SGL: sge(echo.buf, 4096, 64)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, c := range buf[:fast.rcq.Poll(buf)] {
+				if c.Status != verbs.Success {
+					t.Fatalf("ping-pong: %v", c.Status)
+				}
+				rtts = append(rtts, time.Since(start))
+				if err := qf.PostRecv(&verbs.RecvWR{SGL: sge(fast.buf, 0, 64)}); err != nil {
+					t.Fatal(err)
+				}
+				ping()
+			}
+			for _, c := range buf[:fast.scq.Poll(buf)] {
+				if c.Status != verbs.Success {
+					t.Fatalf("ping-pong send: %v", c.Status)
+				}
+			}
 		}
-		for _, e := range []*end{fast, echo, flood} {
-			if _, err := e.d.Progress(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		inflight -= flood.scq.Poll(buf)
-		for _, c := range buf[:echo.rcq.Poll(buf)] {
-			if c.Status != verbs.Success {
-				t.Fatalf("echo: %v", c.Status)
-			}
-			if err := qe.PostRecv(&verbs.RecvWR{SGL: sge(echo.buf, 0, 64)}); err != nil {
-				t.Fatal(err)
-			}
-			if err := qe.PostSend(&verbs.SendWR{Op: verbs.OpSend, SGL: sge(echo.buf, 4096, 64)}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for _, c := range buf[:fast.rcq.Poll(buf)] {
-			if c.Status != verbs.Success {
-				t.Fatalf("ping-pong: %v", c.Status)
-			}
-			rtts = append(rtts, time.Since(start))
-			if err := qf.PostRecv(&verbs.RecvWR{SGL: sge(fast.buf, 0, 64)}); err != nil {
-				t.Fatal(err)
-			}
-			ping()
-		}
-		for _, c := range buf[:fast.scq.Poll(buf)] {
-			if c.Status != verbs.Success {
-				t.Fatalf("ping-pong send: %v", c.Status)
-			}
-		}
+		return rtts
 	}
+	alone := run(500*time.Millisecond, false)
+	rtts := run(time.Second, true)
 	stop.Store(true)
 	wg.Wait()
 
 	st := daemonStats(t, p.A)
+	// The slow application goes, frames parked for it or not: the
+	// daemon gives their chunks back.
+	var now uint64
+	for _, w := range st.Workers {
+		now += w.ParkedNow
+	}
+	slow.d.Close()
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		left := uint64(0)
+		for _, w := range daemonStats(t, p.A).Workers {
+			left += w.ParkedNow
+		}
+		if left == 0 && daemonApps(t, p.A) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d frames still parked 2 s after the slow application closed (%d when it did)", left, now)
+		}
+	}
 	var parked, ringFull uint64
 	for _, w := range st.Workers {
 		parked += w.Parked
@@ -159,21 +183,24 @@ func TestSlowApplication(t *testing.T) {
 	if parked == 0 {
 		t.Fatal("nothing parked: the slow application kept up, the test tested nothing")
 	}
-	// On an idle host the round trip is about 0.1 ms through the
-	// daemons; a host running other tests beside this one adds
-	// milliseconds, now and then tens. Behind the slow application's
-	// frames in the NIC's ring the ping-pong spent most of the second
-	// waiting in round trips of tens of milliseconds.
+	// Beside the flood the ping-pong shares the host's cores with the
+	// daemons' work for it, and now and then loses a frame on the veth
+	// (its ring towards the slow host fills) and waits for its
+	// retransmit: on 2 vCPUs it made 0.5 to 0.6 times as many round
+	// trips a second as alone, with 10 to 360 ms of the second in round
+	// trips over 10 ms. Behind the slow application's frames in the NIC's
+	// ring it made 0.04 to 0.08 times as many, with 870 to 890 ms of the
+	// second in round trips over 10 ms. At least a fifth, then.
 	var stalled time.Duration
 	for _, d := range rtts {
 		if d > 10*time.Millisecond {
 			stalled += d
 		}
 	}
-	t.Logf("%d round trips beside the slow application: median %v, 99th percentile %v, longest %v (%v in those over 10 ms); it was sent %d datagrams, got %d; the daemon parked %d, dropped %d; ping-pong retransmits %d",
-		len(rtts), rtts[len(rtts)/2], rtts[len(rtts)*99/100], rtts[len(rtts)-1], stalled, sent, len(imms), parked, ringFull, qf.Stats().Retransmits+qe.Stats().Retransmits)
-	if len(rtts) < 100 || stalled > 250*time.Millisecond {
-		t.Fatalf("%d round trips, %v of the second in round trips over 10 ms: the slow application held the other up", len(rtts), stalled)
+	t.Logf("%d round trips in half a second alone, %d in a second beside the slow application: median %v, 99th percentile %v, longest %v (%v in those over 10 ms); it was sent %d datagrams, got %d; the daemon parked %d (%d still at the end), dropped %d; ping-pong retransmits %d",
+		len(alone), len(rtts), rtts[len(rtts)/2], rtts[len(rtts)*99/100], rtts[len(rtts)-1], stalled, sent, len(imms), parked, now, ringFull, qf.Stats().Retransmits+qe.Stats().Retransmits)
+	if len(rtts) < len(alone)*2/5 {
+		t.Fatalf("%d round trips (%d in half a second alone), %v of the second in round trips over 10 ms: the slow application held the other up", len(rtts), len(alone), stalled)
 	}
 	for i := 1; i < len(imms); i++ {
 		if imms[i] <= imms[i-1] {

@@ -31,7 +31,8 @@ var (
 	descWorkerLoop = desc("worker_looped_frames_total", "Frames from one application on the device to another (or itself) that a daemon worker switched between their rings instead of sending them.", "iface", "queue")
 	descWorkerDrop = desc("worker_dropped_frames_total", "Frames a daemon worker dropped, by reason.", "iface", "queue", "reason")
 	descWorkerHeld = desc("worker_held_total", "Passes in which a daemon worker left frames in a forwarder's ring because an application's ring was full (held back, not dropped, for up to 50 ms).", "iface", "queue")
-	descWorkerPark = desc("worker_parked_total", "Frames a daemon worker kept aside for an application whose ring was full, and delivered once it had room (not dropped, not holding up the others).", "iface", "queue")
+	descWorkerWait = desc("worker_parked_frames", "Frames a daemon worker holds parked now for applications whose rings are full.", "iface", "queue")
+	descWorkerPark = desc("worker_parked_total", "Frames a daemon worker kept aside for an application whose ring was full, to deliver once it has room (instead of dropping them or holding up the others).", "iface", "queue")
 	descWorkerIdle = desc("worker_sleeps_total", "Times a daemon worker slept idle.", "iface", "queue")
 	descWorkerHand = desc("worker_expectations_total", "Expectations (reads an application announced) a daemon worker handed to the worker their responses arrive at (handed), and those that did not take effect on the way (late: a full ring, or responses already passed).", "iface", "queue", "how")
 	descCMRejects  = desc("cm_rejects_total", "RDMA-CM connection requests no application took, rejected by the daemon (REJ Invalid Service ID, or SIDR_REP Unsupported).", "iface", "queue")
@@ -45,7 +46,7 @@ var (
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descVerdicts, descWorkerRx, descWorkerTx, descWorkerLoop, descWorkerDrop, descWorkerIdle, descWorkerHeld, descWorkerPark, descWorkerHand, descCMRejects, descApps, descAppQPs, descAppMem, descAppFrames, descAppDrop, descAppPlaced, descTransport} {
+	for _, d := range []*prometheus.Desc{descVerdicts, descWorkerRx, descWorkerTx, descWorkerLoop, descWorkerDrop, descWorkerIdle, descWorkerHeld, descWorkerPark, descWorkerWait, descWorkerHand, descCMRejects, descApps, descAppQPs, descAppMem, descAppFrames, descAppDrop, descAppPlaced, descTransport} {
 		ch <- d
 	}
 }
@@ -77,6 +78,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descWorkerIdle, w.Sleeps, iface, q)
 		counter(descWorkerHeld, w.Held, iface, q)
 		counter(descWorkerPark, w.Parked, iface, q)
+		ch <- prometheus.MustNewConstMetric(descWorkerWait, prometheus.GaugeValue, float64(w.ParkedNow), iface, q)
 		counter(descCMRejects, w.CMRejects, iface, q)
 		counter(descWorkerHand, w.ExpectationsHanded, iface, q, "handed")
 		counter(descWorkerHand, w.ExpectationsLate, iface, q, "late")

@@ -72,6 +72,7 @@ func (w *worker) park(a *app, i int) bool {
 		c.fullSince = w.since()
 	}
 	w.c.parked.Add(1)
+	w.c.waiting.Add(1)
 	return true
 }
 
@@ -88,6 +89,7 @@ func (w *worker) unpark(apps []*app) bool {
 		if !slices.Contains(apps, a) {
 			from := q.next
 			w.c.unknown.Add(uint64(q.pending()))
+			w.c.waiting.Add(-int64(q.pending()))
 			q.next = len(q.ends)
 			w.unkeep(q, from)
 			return true
@@ -98,6 +100,7 @@ func (w *worker) unpark(apps []*app) bool {
 		}
 		if q.next > from {
 			did = true
+			w.c.waiting.Add(-int64(q.next - from))
 			w.publish(apps)
 			w.unkeep(q, from)
 		}

@@ -101,7 +101,7 @@ func TestParkFullRing(t *testing.T) {
 	if got := drain(t, other); len(got) != 2 || got[0] != 1000 || got[1] != 1001 {
 		t.Fatalf("the other application got %v behind the full ring", got)
 	}
-	if st := w.stats(); st.Parked != 2 || st.RingFulls != 0 || len(k.mem) != 2 {
+	if st := w.stats(); st.Parked != 2 || st.ParkedNow != 2 || st.RingFulls != 0 || len(k.mem) != 2 {
 		t.Fatalf("parked %d, dropped %d, %d chunks kept", st.Parked, st.RingFulls, len(k.mem))
 	}
 	// a is still full: nothing moves.
@@ -155,7 +155,7 @@ func TestParkFullRing(t *testing.T) {
 	}
 	unknown := w.c.unknown.Load()
 	w.unpark(apps[1:])
-	if len(k.mem) != 0 || w.kept != 0 || len(w.parking) != 0 || w.c.unknown.Load() != unknown+6 {
+	if len(k.mem) != 0 || w.kept != 0 || len(w.parking) != 0 || w.c.unknown.Load() != unknown+6 || w.stats().ParkedNow != 0 {
 		t.Fatalf("%d chunks kept (%d counted) after the application went", len(k.mem), w.kept)
 	}
 }

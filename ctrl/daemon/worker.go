@@ -71,6 +71,7 @@ type workerCounters struct {
 	handed, handFull, handLate                                             atomic.Uint64 // expectations (route.go)
 	held                                                                   atomic.Uint64 // passes that left frames in a forwarder's ring
 	parked                                                                 atomic.Uint64 // frames parked for a full ring (park.go)
+	waiting                                                                atomic.Int64  // of those, not delivered yet
 }
 
 func newWorker(d *Daemon, q int, s *xsk.Socket) (*worker, error) {
@@ -108,7 +109,7 @@ func (w *worker) stats() daemonapi.WorkerStats {
 		Malformed: w.c.malformed.Load(), Sleeps: w.c.sleeps.Load(), Passes: w.passes.Load(), TxStalls: w.c.stalls.Load(),
 		RingFulls: w.c.ringFull.Load(), CMRejects: w.c.rejected.Load(), Looped: w.c.looped.Load(),
 		ExpectationsHanded: w.c.handed.Load(), ExpectationsLate: w.c.handLate.Load() + w.c.handFull.Load(), Held: w.c.held.Load(),
-		Parked: w.c.parked.Load()}
+		Parked: w.c.parked.Load(), ParkedNow: uint64(max(w.c.waiting.Load(), 0))}
 }
 
 // Idle pacing: spin, then yield the CPU (sched_yield(2): the worker's

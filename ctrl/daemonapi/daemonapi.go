@@ -218,6 +218,7 @@ type WorkerStats struct {
 	RingFulls uint64 `json:"ring_fulls"` // frames dropped on an application's full ring
 	Held      uint64 `json:"held"`       // passes that left frames in a forwarder's ring for an application's full ring
 	Parked    uint64 `json:"parked"`     // frames kept aside for an application's full ring, delivered when it has room
+	ParkedNow uint64 `json:"parked_now"` // of those, waiting now
 	CMRejects uint64 `json:"cm_rejects"` // RDMA-CM requests no application took, rejected by the daemon
 	Looped    uint64 `json:"looped"`     // frames between applications on the device, switched without the NIC
 	// Expectations this worker handed to another, the one their
