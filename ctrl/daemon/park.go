@@ -16,9 +16,10 @@ import (
 // the next. Each pass first moves parked frames to rings that have room
 // again, oldest first; while an application has any parked, its new
 // frames from the NIC park behind them, so that it gets them in the
-// order they came. Only when the worker's spare chunks are all parked is
-// a frame for a full ring dropped (ring_full): the slow application pays
-// for its slowness, not the others.
+// order they came. Only when the worker's spare chunks are all parked,
+// or the application holds three quarters of them, is a frame for a full
+// ring dropped (ring_full): the slow application pays for its slowness,
+// not the others.
 
 // parkSpare is how many frames each worker can park: the spare chunks
 // of its AF_XDP socket, 4 MiB of UMEM more at 4 KiB a chunk (the socket
@@ -40,6 +41,7 @@ type parked struct {
 	chunks []xsk.Chunk // the frames' chunks, in order
 	ends   []int       // per frame, one past its last chunk in chunks
 	next   int         // the first frame not yet delivered
+	kept   int         // chunks held (not given back yet)
 }
 
 func (q *parked) pending() int { return len(q.ends) - q.next }
@@ -52,17 +54,19 @@ const parkWait = maxSleep / 100
 
 // park keeps frame i of the last receive for application a, whose ring is
 // full or has frames parked before it, and reports whether it did: not
-// when the worker's spare chunks are all parked.
+// when the worker's spare chunks are all parked, nor when a holds
+// three quarters of them (a quarter stays for the others).
 func (w *worker) park(a *app, i int) bool {
 	q := &a.st[w.q].park
 	before := len(q.chunks)
-	if w.kept >= w.keep.Spare() {
+	if spare := w.keep.Spare(); w.kept >= spare || q.kept >= spare*3/4 {
 		return false
 	}
 	if q.chunks = w.keep.Keep(i, q.chunks); len(q.chunks) == before {
 		return false // not a frame of the last receive
 	}
 	w.kept += len(q.chunks) - before
+	q.kept += len(q.chunks) - before
 	q.ends = append(q.ends, len(q.chunks))
 	if q.pending() == 1 {
 		w.parking = append(w.parking, a)
@@ -162,6 +166,7 @@ func (w *worker) unkeep(q *parked, from int) {
 	cs := q.chunks[q.start(from):q.start(q.next)]
 	w.keep.Return(cs)
 	w.kept -= len(cs)
+	q.kept -= len(cs)
 	switch {
 	case q.pending() == 0:
 		q.chunks, q.ends, q.next = q.chunks[:0], q.ends[:0], 0

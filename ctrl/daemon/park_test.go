@@ -82,9 +82,10 @@ func drain(t *testing.T, e *shmlink.End) []uint32 {
 // full are parked, not left in the NIC's ring ahead of the others'
 // frames: the other application on the queue gets its frames at once.
 // Once the slow one makes room, its parked frames come first and in
-// order, new ones queue behind them; beyond the spare chunks its frames
-// are dropped and counted; an application that goes has its parked
-// frames' chunks given back.
+// order, new ones queue behind them; beyond three quarters of the spare
+// chunks its frames are dropped and counted, and the others park in the
+// quarter left; an application that goes has its parked frames' chunks
+// given back.
 func TestParkFullRing(t *testing.T) {
 	f, k, apps, a, other := parkFixture(t, 20)
 	w := f.w
@@ -121,28 +122,39 @@ func TestParkFullRing(t *testing.T) {
 	if got := drain(t, a); len(got) != 3 || got[0] != 64 || got[1] != 65 || got[2] != 66 {
 		t.Fatalf("a got %v after its parked frames, want [64 65 66]", got)
 	}
-	// Past the spare chunks, a's frames are dropped; other's still pass.
+	// Past three quarters of the spare chunks, a's frames are dropped;
+	// other's still pass.
 	batch = batch[:0]
 	for psn := range uint32(64 + 25) {
 		batch = append(batch, send(0x42, 100+psn))
 	}
 	nicBatch(w, k, apps, append(batch, send(0x43, 1002))...)
-	if st := w.stats(); st.Parked != 3+20 || st.RingFulls != 5 || f.a.st[0].dropped.Load() != 5 {
-		t.Fatalf("parked %d, dropped %d (a: %d), want 23 and 5", st.Parked, st.RingFulls, f.a.st[0].dropped.Load())
+	if st := w.stats(); st.Parked != 3+15 || st.RingFulls != 10 || f.a.st[0].dropped.Load() != 10 {
+		t.Fatalf("parked %d, dropped %d (a: %d), want 18 and 10", st.Parked, st.RingFulls, f.a.st[0].dropped.Load())
 	}
 	if got := drain(t, other); len(got) != 1 {
 		t.Fatalf("the other application got %v", got)
 	}
-	// Half of the parked frames go, and their chunks with them.
-	ring := drain(t, a)
-	nicBatch(w, k, apps, send(0x43, 1003))
-	w.unpark(apps)
-	if len(ring) != 64 || len(k.mem) != 0 {
-		t.Fatalf("a read %d, %d chunks still kept", len(ring), len(k.mem))
+	// other's ring fills too: its frames park in the quarter left.
+	batch = batch[:0]
+	for psn := range uint32(64 + 7) {
+		batch = append(batch, send(0x43, 2000+psn))
 	}
-	ring = drain(t, a)
-	if len(ring) != 20 || ring[0] != 164 || ring[19] != 183 {
-		t.Fatalf("a got %v from its parked frames", ring)
+	nicBatch(w, k, apps, batch...)
+	if st := w.stats(); st.Parked != 3+15+5 || st.RingFulls != 12 || f.other.st[0].dropped.Load() != 2 {
+		t.Fatalf("parked %d, dropped %d (other: %d), want 23 and 12", st.Parked, st.RingFulls, f.other.st[0].dropped.Load())
+	}
+	// Both read their rings: the parked frames follow, in order, and
+	// their chunks go back.
+	if ra, ro := drain(t, a), drain(t, other); len(ra) != 64 || len(ro) != 64 {
+		t.Fatalf("a read %d, other %d", len(ra), len(ro))
+	}
+	w.unpark(apps)
+	if len(k.mem) != 0 || w.kept != 0 {
+		t.Fatalf("%d chunks still kept (%d counted)", len(k.mem), w.kept)
+	}
+	if ra, ro := drain(t, a), drain(t, other); len(ra) != 15 || ra[0] != 164 || ra[14] != 178 || len(ro) != 5 || ro[0] != 2064 || ro[4] != 2068 {
+		t.Fatalf("a got %v, other %v from their parked frames", ra, ro)
 	}
 	// a fills its ring again, parks, and goes: its chunks come back.
 	batch = batch[:0]
