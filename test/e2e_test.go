@@ -563,6 +563,11 @@ func TestDaemonMetrics(t *testing.T) {
 	if v := value(text, `softfabric_worker_tx_frames_total{iface="eth0",queue="0"}`); v < 1 {
 		t.Errorf("no acknowledgement sent for 3000 writes:\n%s", text)
 	}
+	for _, m := range []string{`softfabric_worker_parked_total{iface="eth0",queue="0"}`, `softfabric_worker_parked_frames{iface="eth0",queue="0"}`} {
+		if v := value(text, m); v < 0 {
+			t.Errorf("no %s:\n%s", m, text)
+		}
+	}
 	// The server is still attached until it exits: its frames, and the
 	// transport counters it reports every second.
 	if v := value(text, `softfabric_applications{iface="eth0"}`); v < 0 {
