@@ -16,13 +16,12 @@ import (
 // TestSlowApplication: an application that falls behind its frames
 // holds up no other on the same queue. On one host a slow application
 // takes a flood of UD datagrams (40,000 a second) and reads a few
-// batches from its ring every 50 ms,
-// while a second application runs an RC ping-pong with a peer; both
-// share the daemon's one worker. The daemon parks the slow one's frames
-// for its full ring and drops them once it can park no more, and the
-// ping-pong goes on at its pace: it once waited behind the slow
-// application's frames in the NIC's ring. What the slow application
-// gets, it gets in the order sent.
+// batches from its ring every 50 ms, while a second application runs an
+// RC ping-pong with a peer; both share the daemon's one worker. The
+// daemon parks the slow one's frames for its full ring and drops them
+// once it can park no more, and the ping-pong goes on at its pace: it
+// once waited behind the slow application's frames in the NIC's ring.
+// What the slow application gets, it gets in the order sent.
 func TestSlowApplication(t *testing.T) {
 	p := setup(t, netnstest.Options{}, false)
 	up(t, p.A, p.B)
