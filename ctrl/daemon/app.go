@@ -96,9 +96,9 @@ type appCounters struct {
 	// took from the application's memory.
 	expects, badExpects, placed, gathered atomic.Uint64
 	touched                               bool
-	// fullSince is when (ns since the worker's epoch) the worker first
-	// found the ring full, and parked frames for it or held them in a
-	// forwarder's ring; 0 while it has room.
+	// fullSince is when (ns since the worker's epoch) the worker
+	// parked a frame for it after delivering one; 0 once it delivers
+	// one again.
 	fullSince int64
 	park      parked // frames for the full ring (park.go)
 	_         [56]byte

@@ -128,14 +128,13 @@ func (w *worker) forwarded(apps []*app) bool {
 			continue
 		}
 		// Counted received by the forwarder. Frames for a full ring
-		// wait in the forwarder's ring (deliverFrom).
-		k := w.deliverFrom(apps, w.views[:n])
-		r.ReleaseFirst(k)
-		if k < n {
-			w.held = true
-			w.c.held.Add(1)
+		// are parked as copies.
+		for _, f := range w.views[:n] {
+			w.admit(-1, f)
 		}
-		did = did || k > 0
+		w.publish(apps)
+		r.Release()
+		did = true
 	}
 	return did
 }

@@ -30,7 +30,6 @@ var (
 	descWorkerTx   = desc("worker_tx_frames_total", "Frames a daemon worker sent on its queue's AF_XDP socket.", "iface", "queue")
 	descWorkerLoop = desc("worker_looped_frames_total", "Frames from one application on the device to another (or itself) that a daemon worker switched between their rings instead of sending them.", "iface", "queue")
 	descWorkerDrop = desc("worker_dropped_frames_total", "Frames a daemon worker dropped, by reason.", "iface", "queue", "reason")
-	descWorkerHeld = desc("worker_held_total", "Passes in which a daemon worker left frames in a forwarder's ring because an application's ring was full (held back, not dropped, for up to 50 ms).", "iface", "queue")
 	descWorkerWait = desc("worker_parked_frames", "Frames a daemon worker holds parked now for applications whose rings are full.", "iface", "queue")
 	descWorkerPark = desc("worker_parked_total", "Frames a daemon worker kept aside for an application whose ring was full, to deliver once it has room (instead of dropping them or holding up the others).", "iface", "queue")
 	descWorkerIdle = desc("worker_sleeps_total", "Times a daemon worker slept idle.", "iface", "queue")
@@ -46,7 +45,7 @@ var (
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descVerdicts, descWorkerRx, descWorkerTx, descWorkerLoop, descWorkerDrop, descWorkerIdle, descWorkerHeld, descWorkerPark, descWorkerWait, descWorkerHand, descCMRejects, descApps, descAppQPs, descAppMem, descAppFrames, descAppDrop, descAppPlaced, descTransport} {
+	for _, d := range []*prometheus.Desc{descVerdicts, descWorkerRx, descWorkerTx, descWorkerLoop, descWorkerDrop, descWorkerIdle, descWorkerPark, descWorkerWait, descWorkerHand, descCMRejects, descApps, descAppQPs, descAppMem, descAppFrames, descAppDrop, descAppPlaced, descTransport} {
 		ch <- d
 	}
 }
@@ -76,7 +75,6 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descWorkerDrop, w.Malformed, iface, q, "malformed")
 		counter(descWorkerDrop, w.RingFulls, iface, q, "ring_full")
 		counter(descWorkerIdle, w.Sleeps, iface, q)
-		counter(descWorkerHeld, w.Held, iface, q)
 		counter(descWorkerPark, w.Parked, iface, q)
 		ch <- prometheus.MustNewConstMetric(descWorkerWait, prometheus.GaugeValue, float64(w.ParkedNow), iface, q)
 		counter(descCMRejects, w.CMRejects, iface, q)

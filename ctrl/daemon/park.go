@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"slices"
+	"time"
 
 	"github.com/softfabric/softfabric/dataplane/xsk"
 )
@@ -16,10 +17,11 @@ import (
 // the next. Each pass first moves parked frames to rings that have room
 // again, oldest first; while an application has any parked, its new
 // frames from the NIC park behind them, so that it gets them in the
-// order they came. Only when the worker's spare chunks are all parked,
-// or the application holds three quarters of them, is a frame for a full
-// ring dropped (ring_full): the slow application pays for its slowness,
-// not the others.
+// order they came. A frame a forwarder handed over (forward.go) is
+// parked as a copy in spare chunks (xsk.Socket.Borrow). Only when the
+// worker's spare chunks are all parked, or the application holds three
+// quarters of them, is a frame for a full ring dropped (ring_full): the
+// slow application pays for its slowness, not the others.
 
 // parkSpare is how many frames each worker can park: the spare chunks
 // of its AF_XDP socket, 4 MiB of UMEM more at 4 KiB a chunk (the socket
@@ -31,6 +33,7 @@ const parkSpare = 1024
 type keeper interface {
 	Spare() int
 	Keep(i int, dst []xsk.Chunk) []xsk.Chunk
+	Borrow(f []byte, dst []xsk.Chunk) ([]xsk.Chunk, bool)
 	View(c xsk.Chunk) []byte
 	Return(cs []xsk.Chunk)
 }
@@ -46,24 +49,36 @@ type parked struct {
 
 func (q *parked) pending() int { return len(q.ends) - q.next }
 
+// yieldFor is how long after it last parked a frame for an application
+// the worker yields the CPU after each pass while frames wait for that
+// application's ring (on a small host the application may need the
+// worker's CPU to drain it), rather than going idle.
+const yieldFor = int64(50 * time.Millisecond)
+
 // parkWait is how long an idle worker sleeps at most while it has
-// frames parked for a stalled application (one that leaves its ring full
-// for more than maxHold): it must look for room again, and an
-// application makes room without a doorbell.
+// frames parked (for an application that stopped reading its ring): it
+// must look for room again, and an application makes room without a
+// doorbell.
 const parkWait = maxSleep / 100
 
-// park keeps frame i of the last receive for application a, whose ring is
-// full or has frames parked before it, and reports whether it did: not
-// when the worker's spare chunks are all parked, nor when a holds
-// three quarters of them (a quarter stays for the others).
-func (w *worker) park(a *app, i int) bool {
+// park keeps frame f for application a, whose ring is full or has frames
+// parked before it: frame i of the last receive, its chunks kept where
+// they are, or (i < 0) a copy in spare chunks. It reports whether it
+// did: not when the worker's spare chunks are all parked, nor when a
+// holds three quarters of them (a quarter stays for the others).
+func (w *worker) park(a *app, i int, f []byte) bool {
 	q := &a.st[w.q].park
 	before := len(q.chunks)
 	if spare := w.keep.Spare(); w.kept >= spare || q.kept >= spare*3/4 {
 		return false
 	}
-	if q.chunks = w.keep.Keep(i, q.chunks); len(q.chunks) == before {
-		return false // not a frame of the last receive
+	if i >= 0 {
+		q.chunks = w.keep.Keep(i, q.chunks)
+	} else {
+		q.chunks, _ = w.keep.Borrow(f, q.chunks)
+	}
+	if len(q.chunks) == before {
+		return false // no spare chunk left, or not a frame of the last receive
 	}
 	w.kept += len(q.chunks) - before
 	q.kept += len(q.chunks) - before
@@ -83,9 +98,9 @@ func (w *worker) park(a *app, i int) bool {
 // unpark delivers the frames parked for each application as far as its
 // ring has room, and drops those of applications that are gone, giving
 // their chunks back to the NIC. It reports whether it delivered any, and
-// sets w.held while an application that filled its ring less than
-// maxHold ago still has frames parked (the pass then yields the CPU to
-// it).
+// sets w.yield while an application for which it parked a frame less
+// than yieldFor ago still has frames parked (the pass then yields the
+// CPU to it).
 func (w *worker) unpark(apps []*app) bool {
 	did := false
 	w.parking = slices.DeleteFunc(w.parking, func(a *app) bool {
@@ -111,8 +126,8 @@ func (w *worker) unpark(apps []*app) bool {
 		if q.pending() == 0 {
 			return true
 		}
-		if w.since()-a.st[w.q].fullSince < maxHold {
-			w.held = true
+		if w.since()-a.st[w.q].fullSince < yieldFor {
+			w.yield = true
 		}
 		return false
 	})

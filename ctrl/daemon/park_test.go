@@ -9,7 +9,7 @@ import (
 )
 
 // chunkStore stands in for the AF_XDP socket's UMEM in parking: Keep
-// copies a frame of the last batch aside, and it counts the chunks out.
+// copies a frame of the last batch aside, Borrow the frame it is given.
 type chunkStore struct {
 	spare int
 	batch [][]byte
@@ -23,6 +23,12 @@ func (k *chunkStore) Keep(i int, dst []xsk.Chunk) []xsk.Chunk {
 	k.next++
 	k.mem[k.next] = append([]byte(nil), k.batch[i]...)
 	return append(dst, xsk.Chunk{Addr: k.next, Len: uint32(len(k.batch[i]))})
+}
+
+func (k *chunkStore) Borrow(f []byte, dst []xsk.Chunk) ([]xsk.Chunk, bool) {
+	k.next++
+	k.mem[k.next] = append([]byte(nil), f...)
+	return append(dst, xsk.Chunk{Addr: k.next, Len: uint32(len(f))}), true
 }
 
 func (k *chunkStore) View(c xsk.Chunk) []byte { return k.mem[c.Addr] }
@@ -56,7 +62,7 @@ func parkFixture(t *testing.T, spare int) (f *placeFixture, k *chunkStore, apps 
 func nicBatch(w *worker, k *chunkStore, apps []*app, frames ...[]byte) {
 	k.batch = frames
 	for i, f := range frames {
-		w.receiveFrame(i, f)
+		w.admit(i, f)
 	}
 	w.publish(apps)
 }
@@ -106,10 +112,10 @@ func TestParkFullRing(t *testing.T) {
 		t.Fatalf("parked %d, dropped %d, %d chunks kept", st.Parked, st.RingFulls, len(k.mem))
 	}
 	// a is still full: nothing moves.
-	if w.unpark(apps) || !w.held {
+	if w.unpark(apps) || !w.yield {
 		t.Fatal("unparked into a full ring, or no yield to the application")
 	}
-	w.held = false
+	w.yield = false
 	// a reads its ring; before the worker's next pass one more frame
 	// arrives, with room in a's ring: it goes behind the parked ones.
 	if got := drain(t, a); len(got) != 64 {
@@ -172,25 +178,28 @@ func TestParkFullRing(t *testing.T) {
 	}
 }
 
-// TestHoldForwarded: a forwarder's frame for a full ring waits in the
-// forwarder's ring (deliverFrom takes the frames before it) for up to
-// maxHold, then is dropped.
-func TestHoldForwarded(t *testing.T) {
-	f, _, _, _, _ := parkFixture(t, 0)
+// TestParkForwarded: a frame a forwarder hands the worker for a full
+// ring is parked as a copy, and delivered in order with the frames from
+// the NIC parked around it.
+func TestParkForwarded(t *testing.T) {
+	f, k, apps, a, _ := parkFixture(t, 20)
 	w := f.w
-	var frames [][]byte
-	for psn := range uint32(66) {
-		frames = append(frames, rcFrame(&f.peer, wire.RCSendOnly, 0x42, psn, pattern(100, 1)))
+	send := func(psn uint32) []byte { return rcFrame(&f.peer, wire.RCSendOnly, 0x42, psn, pattern(100, byte(psn))) }
+	var batch [][]byte
+	for psn := range uint32(65) {
+		batch = append(batch, send(psn))
 	}
-	if k := w.deliverFrom(nil, frames); k != 64 {
-		t.Fatalf("took %d of 66 frames for a 64-slot ring", k)
+	nicBatch(w, k, apps, batch...)
+	w.admit(-1, send(65)) // from a forwarder
+	nicBatch(w, k, apps, send(66))
+	if st := w.stats(); st.Parked != 3 || len(k.mem) != 3 {
+		t.Fatalf("parked %d, %d chunks kept", st.Parked, len(k.mem))
 	}
-	c := &f.a.st[0]
-	if k := w.deliverFrom(nil, frames[64:]); k != 0 || c.fullSince == 0 {
-		t.Fatalf("took %d frames for a full ring within maxHold", k)
+	if got := drain(t, a); len(got) != 64 {
+		t.Fatalf("a read %d", len(got))
 	}
-	c.fullSince -= maxHold
-	if k := w.deliverFrom(nil, frames[64:]); k != 2 || c.dropped.Load() != 2 {
-		t.Fatalf("took %d, dropped %d past maxHold", k, c.dropped.Load())
+	w.unpark(apps)
+	if got := drain(t, a); len(got) != 3 || got[0] != 64 || got[1] != 65 || got[2] != 66 || len(k.mem) != 0 {
+		t.Fatalf("a got %v after its parked frames, %d chunks kept", got, len(k.mem))
 	}
 }

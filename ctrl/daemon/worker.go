@@ -42,7 +42,7 @@ type worker struct {
 	gsiPSN psn.PSN     // of the REJs the daemon sends from QP1
 	lpkt   wire.Packet // a REJ for an application on this device
 	looped bool        // this pass delivered a frame between applications
-	held   bool        // this pass left frames for a full ring where they were (park.go)
+	yield  bool        // frames wait for an application's full ring (park.go)
 
 	// parking are the applications with frames parked (park.go), kept
 	// how many of the socket's spare chunks those hold.
@@ -69,7 +69,6 @@ type worker struct {
 type workerCounters struct {
 	rx, tx, unknown, malformed, sleeps, stalls, ringFull, rejected, looped atomic.Uint64
 	handed, handFull, handLate                                             atomic.Uint64 // expectations (route.go)
-	held                                                                   atomic.Uint64 // passes that left frames in a forwarder's ring
 	parked                                                                 atomic.Uint64 // frames parked for a full ring (park.go)
 	waiting                                                                atomic.Int64  // of those, not delivered yet
 }
@@ -108,7 +107,7 @@ func (w *worker) stats() daemonapi.WorkerStats {
 	return daemonapi.WorkerStats{Queue: w.q, RxFrames: w.c.rx.Load(), TxFrames: w.c.tx.Load(), Unknown: w.c.unknown.Load(),
 		Malformed: w.c.malformed.Load(), Sleeps: w.c.sleeps.Load(), Passes: w.passes.Load(), TxStalls: w.c.stalls.Load(),
 		RingFulls: w.c.ringFull.Load(), CMRejects: w.c.rejected.Load(), Looped: w.c.looped.Load(),
-		ExpectationsHanded: w.c.handed.Load(), ExpectationsLate: w.c.handLate.Load() + w.c.handFull.Load(), Held: w.c.held.Load(),
+		ExpectationsHanded: w.c.handed.Load(), ExpectationsLate: w.c.handLate.Load() + w.c.handFull.Load(),
 		Parked: w.c.parked.Load(), ParkedNow: uint64(max(w.c.waiting.Load(), 0))}
 }
 
@@ -212,10 +211,10 @@ func (w *worker) run(ctx context.Context) error {
 		if err := w.sock.Flush(); err != nil {
 			return err
 		}
-		if w.held {
+		if w.yield {
 			// An application's ring is full and frames wait for
 			// it: give it the CPU to drain it, then try again.
-			w.held = false
+			w.yield = false
 			idle = 0
 			schedYield()
 			continue
@@ -240,7 +239,7 @@ func (w *worker) receive(apps []*app) bool {
 		return false
 	}
 	for i, f := range w.views[:n] {
-		w.receiveFrame(i, f)
+		w.admit(i, f)
 	}
 	// Publish first: the applications wait for these frames, the kernel
 	// has chunks to spare.
@@ -250,9 +249,11 @@ func (w *worker) receive(apps []*app) bool {
 	return true
 }
 
-// receiveFrame delivers frame f, the i-th of the last receive, or parks
-// it (drops it when it cannot).
-func (w *worker) receiveFrame(i int, f []byte) {
+// admit delivers frame f, or parks it (park.go) if its application's
+// ring is full or has frames parked before it: frame i of the last
+// receive, or, for i < 0, a frame a forwarder handed over. It drops the
+// frame when the worker can park no more.
+func (w *worker) admit(i int, f []byte) {
 	if err := w.pkt.Parse(f); err != nil {
 		w.c.malformed.Add(1)
 		return
@@ -264,57 +265,13 @@ func (w *worker) receiveFrame(i int, f []byte) {
 	if a.st[w.q].park.pending() == 0 && w.deliverTo(a, &w.pkt, f) {
 		return
 	}
-	if !w.park(a, i) {
+	if !w.park(a, i, f) {
 		w.dropFull(a)
 	}
 }
-
-// deliverFrom delivers frames a forwarder handed the worker, counting
-// those it cannot parse, publishes the rings it filled, and returns how
-// many it took: all of them, unless one is for a full ring that holdFor
-// lets it wait for (in the forwarder's ring, which holds the others up
-// too: forwarders are rare, see forward.go).
-func (w *worker) deliverFrom(apps []*app, frames [][]byte) int {
-	k := len(frames)
-	for i, f := range frames {
-		if err := w.pkt.Parse(f); err != nil {
-			w.c.malformed.Add(1)
-			continue
-		}
-		a := w.ownerOf(&w.pkt)
-		if a == nil || w.deliverTo(a, &w.pkt, f) {
-			continue
-		}
-		if w.holdFor(a) {
-			k = i
-			break
-		}
-		w.dropFull(a)
-	}
-	w.publish(apps)
-	return k
-}
-
-// maxHold is how long a worker makes the frames behind a frame for a
-// full application ring wait in a forwarder's ring, and how long it
-// yields the CPU to an application with frames parked: a stalled
-// application (stopped, say) holds the others back, or costs them a
-// yield per pass, that long at most.
-const maxHold = int64(50 * time.Millisecond)
 
 // since is the time, in ns since the worker's epoch, never 0.
 func (w *worker) since() int64 { return int64(time.Since(w.epoch)) | 1 }
-
-// holdFor reports whether to leave frames in a forwarder's ring for
-// application a, whose ring is full.
-func (w *worker) holdFor(a *app) bool {
-	c := &a.st[w.q]
-	if c.fullSince == 0 {
-		c.fullSince = w.since()
-		return true
-	}
-	return w.since()-c.fullSince < maxHold
-}
 
 // ownerOf returns the application that owns the destination queue pair
 // of the frame parsed in p (for QP1, the one its RDMA-CM message is

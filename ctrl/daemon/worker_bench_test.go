@@ -37,7 +37,7 @@ func (d *deliverBench) batch() {
 // deliver is batch without starting the queue pair again (after expect).
 func (d *deliverBench) deliver() {
 	for i, f := range d.frames {
-		d.f.w.receiveFrame(i, f)
+		d.f.w.admit(i, f)
 	}
 	_ = d.f.ring.DaemonEnd().Flush()
 	app := d.f.ring.AppEnd()

@@ -216,7 +216,6 @@ type WorkerStats struct {
 	Passes    uint64 `json:"passes"`     // loop passes
 	TxStalls  uint64 `json:"tx_stalls"`  // passes that found the NIC's tx ring full
 	RingFulls uint64 `json:"ring_fulls"` // frames dropped on an application's full ring
-	Held      uint64 `json:"held"`       // passes that left frames in a forwarder's ring for an application's full ring
 	Parked    uint64 `json:"parked"`     // frames kept aside for an application's full ring, delivered when it has room
 	ParkedNow uint64 `json:"parked_now"` // of those, waiting now
 	CMRejects uint64 `json:"cm_rejects"` // RDMA-CM requests no application took, rejected by the daemon

@@ -233,6 +233,26 @@ func (s *Socket) Keep(i int, dst []Chunk) []Chunk {
 	return dst
 }
 
+// Borrow copies frame f into rx chunks that wait in the socket for room
+// in the fill ring (the spare ones, Config.Spare), as many as it needs,
+// and appends them to dst, as Keep does with a received frame's: the
+// caller's until Return. It reports false, having taken nothing, when
+// too few wait.
+func (s *Socket) Borrow(f []byte, dst []Chunk) ([]Chunk, bool) {
+	n := (len(f) + int(s.frameSize) - 1) / int(s.frameSize)
+	stash := s.q.stash
+	if n == 0 || n > len(stash) {
+		return dst, false
+	}
+	for _, base := range stash[len(stash)-n:] {
+		k := copy(s.mem[base:base+s.frameSize], f)
+		dst = append(dst, Chunk{Addr: base, Len: uint32(k)})
+		f = f[k:]
+	}
+	s.q.stash = stash[:len(stash)-n]
+	return dst, true
+}
+
 // Spare is Config.Spare where the socket has a fill ring of its own,
 // else 0: how many chunks Keep may hold without cost to the kernel.
 func (s *Socket) Spare() int { return s.spare }

@@ -1,6 +1,7 @@
 package xsk
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -579,7 +580,8 @@ func TestSustained(t *testing.T) {
 // release, as the daemon does for an application whose ring is full.
 // Spare chunks take their place: while they are kept, the kernel receives
 // several rings' worth into the others and never reuses them, and once
-// given back they are received into again.
+// given back they are received into again. Borrowed chunks, holding
+// copies, are as safe.
 func TestKeep(t *testing.T) {
 	const ring, spare = 64, 16
 	a, b := newEnv(t, envOptions{queues: 1, cfg: Config{RxSize: ring, FillSize: ring, Spare: spare}})
@@ -645,6 +647,30 @@ func TestKeep(t *testing.T) {
 	if st, _ := r.Stats(); st.RxFrames != uint64(first+2*ring) {
 		t.Fatalf("%d frames received, want %d; %+v", st.RxFrames, first+2*ring, st)
 	}
+	// Borrow: frames copied into spare chunks (one of two chunks), which
+	// the kernel does not receive into until they are given back.
+	big := make([]byte, 5000)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	var borrowed []Chunk
+	for range spare / 2 {
+		var ok bool
+		if borrowed, ok = r.Borrow(big, borrowed); !ok {
+			t.Fatalf("no spare chunk to borrow after %d", len(borrowed))
+		}
+	}
+	first += 2 * ring
+	for round := range 4 {
+		send(first+round*ring/2, ring/2)
+		recvFrom(t, r, a.h.MAC, b.h.MAC, first+round*ring/2, ring/2)
+	}
+	for i := 0; i < len(borrowed); i += 2 {
+		if got := append(append([]byte(nil), r.View(borrowed[i])...), r.View(borrowed[i+1])...); !bytes.Equal(got, big) {
+			t.Fatalf("borrowed frame %d changed", i/2)
+		}
+	}
+	r.Return(borrowed)
 }
 
 // recvFrom receives frames first to first+n-1 of flow 9 from MAC src to
