@@ -120,7 +120,6 @@ func (w *worker) unpark(apps []*app) bool {
 		if q.next > from {
 			did = true
 			w.c.waiting.Add(-int64(q.next - from))
-			w.publish(apps)
 			w.unkeep(q, from)
 		}
 		if q.pending() == 0 {
@@ -131,6 +130,9 @@ func (w *worker) unpark(apps []*app) bool {
 		}
 		return false
 	})
+	if did {
+		w.publish(apps)
+	}
 	return did
 }
 

@@ -190,12 +190,12 @@ func (s *Socket) RecvZC(views [][]byte) int {
 	return n
 }
 
-// ReleaseRx gives the chunks of the last RecvZC back to the kernel; their
-// views must not be used afterwards.
+// ReleaseRx gives the chunks of the last RecvZC back to the kernel, but
+// those Keep took; their views must not be used afterwards.
 func (s *Socket) ReleaseRx() {
 	if s.zcHeld != 0 {
 		n := s.zcHeld
-		s.zcHeld = 0
+		s.zcHeld, s.zcN = 0, 0
 		s.recycle(n)
 	}
 }
@@ -212,7 +212,8 @@ type Chunk struct {
 // a multi-buffer frame): they stay the caller's, readable through View,
 // until it gives them back with Return. A spare chunk takes each one's
 // place in the fill ring; keeping more than Config.Spare at once leaves
-// the kernel fewer chunks to receive into.
+// the kernel fewer chunks to receive into. After ReleaseRx, Keep takes
+// nothing.
 func (s *Socket) Keep(i int, dst []Chunk) []Chunk {
 	if i < 0 || i >= s.zcN {
 		return dst

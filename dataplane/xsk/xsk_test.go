@@ -622,6 +622,9 @@ func TestKeep(t *testing.T) {
 	if len(kept) != spare {
 		t.Fatalf("%d chunks kept, want %d", len(kept), spare)
 	}
+	if late := r.Keep(0, nil); len(late) != 0 {
+		t.Fatal("Keep took a chunk after ReleaseRx")
+	}
 	check := func(what string) {
 		t.Helper()
 		for i, c := range kept {
