@@ -49,10 +49,10 @@ type parked struct {
 
 func (q *parked) pending() int { return len(q.ends) - q.next }
 
-// yieldFor is how long after it last parked a frame for an application
-// the worker yields the CPU after each pass while frames wait for that
-// application's ring (on a small host the application may need the
-// worker's CPU to drain it), rather than going idle.
+// yieldFor is how long the worker yields the CPU after each pass, rather
+// than going idle, while frames wait for an application's ring: from the
+// first frame it parked for it since it last delivered it one (on a
+// small host the application may need the worker's CPU to drain it).
 const yieldFor = int64(50 * time.Millisecond)
 
 // parkWait is how long an idle worker sleeps at most while it has
@@ -98,9 +98,9 @@ func (w *worker) park(a *app, i int, f []byte) bool {
 // unpark delivers the frames parked for each application as far as its
 // ring has room, and drops those of applications that are gone, giving
 // their chunks back to the NIC. It reports whether it delivered any, and
-// sets w.yield while an application for which it parked a frame less
-// than yieldFor ago still has frames parked (the pass then yields the
-// CPU to it).
+// sets w.yield while an application still has frames parked less than
+// yieldFor after they began to wait (the pass then yields the CPU to
+// it).
 func (w *worker) unpark(apps []*app) bool {
 	did := false
 	w.parking = slices.DeleteFunc(w.parking, func(a *app) bool {
