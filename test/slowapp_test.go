@@ -185,11 +185,12 @@ func TestSlowApplication(t *testing.T) {
 	// Beside the flood the ping-pong shares the host's cores with the
 	// daemons' work for it, and now and then loses a frame on the veth
 	// (its ring towards the slow host fills) and waits for its
-	// retransmit: on 2 vCPUs it made 0.45 to 0.7 times as many round
-	// trips a second as alone, with 0 to 360 ms of the second in round
-	// trips over 10 ms. Behind the slow application's frames in the NIC's
-	// ring it made 0.04 to 0.08 times as many, with 870 to 890 ms of the
-	// second in round trips over 10 ms. At least a sixth, then.
+	// retransmit: on 2 vCPUs it made 0.53 to 0.83 times as many round
+	// trips a second as alone, with 0 to 120 ms of the second in round
+	// trips over 10 ms, also beside the other test package. Behind the
+	// slow application's frames in the NIC's ring it made 0.04 to 0.08
+	// times as many, with 870 to 890 ms of the second in round trips over
+	// 10 ms. At least a quarter, then.
 	// (Alternating the two, to spread what else the host runs over both,
 	// tells them apart less well: behind held frames the backlog spills
 	// into the next round alone.)
@@ -201,7 +202,7 @@ func TestSlowApplication(t *testing.T) {
 	}
 	t.Logf("%d round trips in half a second alone, %d in a second beside the slow application: median %v, 99th percentile %v, longest %v (%v in those over 10 ms); it was sent %d datagrams, got %d; the daemon parked %d (%d still at the end), dropped %d; ping-pong retransmits %d",
 		len(alone), len(rtts), rtts[len(rtts)/2], rtts[len(rtts)*99/100], rtts[len(rtts)-1], stalled, sent, len(imms), parked, now, ringFull, qf.Stats().Retransmits+qe.Stats().Retransmits)
-	if len(rtts) < len(alone)/3 {
+	if len(rtts) < len(alone)/2 {
 		t.Fatalf("%d round trips (%d in half a second alone), %v of the second in round trips over 10 ms: the slow application held the other up", len(rtts), len(alone), stalled)
 	}
 	for i := 1; i < len(imms); i++ {

@@ -96,12 +96,8 @@ type appCounters struct {
 	// took from the application's memory.
 	expects, badExpects, placed, gathered atomic.Uint64
 	touched                               bool
-	// fullSince is when (ns since the worker's epoch) the worker
-	// parked a frame for it after delivering one; 0 once it delivers
-	// one again.
-	fullSince int64
-	park      parked // frames for the full ring (park.go)
-	_         [56]byte
+	park                                  parked // frames for the full ring (park.go)
+	_                                     [64]byte
 }
 
 // corrupt reports whether a worker found one of a's rings corrupt (the

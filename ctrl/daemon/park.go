@@ -49,17 +49,13 @@ type parked struct {
 
 func (q *parked) pending() int { return len(q.ends) - q.next }
 
-// yieldFor is how long the worker yields the CPU after each pass, rather
-// than going idle, while frames wait for an application's ring: from the
-// first frame it parked for it since it last delivered it one (on a
-// small host the application may need the worker's CPU to drain it).
-const yieldFor = int64(50 * time.Millisecond)
-
 // parkWait is how long an idle worker sleeps at most while it has
-// frames parked (for an application that stopped reading its ring): it
-// must look for room again, and an application makes room without a
-// doorbell.
-const parkWait = maxSleep / 100
+// frames parked: it must look for room again, and an application makes
+// room without a doorbell. The worker does not yield the CPU to the
+// application otherwise (it did while it held frames in the NIC's ring):
+// on a busy host each yield cost the other applications its turn, while
+// the one it waited for had a core of its own or was not running at all.
+const parkWait = 100 * time.Microsecond
 
 // park keeps frame f for application a, whose ring is full or has frames
 // parked before it: frame i of the last receive, its chunks kept where
@@ -86,10 +82,6 @@ func (w *worker) park(a *app, i int, f []byte) bool {
 	if q.pending() == 1 {
 		w.parking = append(w.parking, a)
 	}
-	c := &a.st[w.q]
-	if c.fullSince == 0 {
-		c.fullSince = w.since()
-	}
 	w.c.parked.Add(1)
 	w.c.waiting.Add(1)
 	return true
@@ -97,10 +89,7 @@ func (w *worker) park(a *app, i int, f []byte) bool {
 
 // unpark delivers the frames parked for each application as far as its
 // ring has room, and drops those of applications that are gone, giving
-// their chunks back to the NIC. It reports whether it delivered any, and
-// sets w.yield while an application still has frames parked less than
-// yieldFor after they began to wait (the pass then yields the CPU to
-// it).
+// their chunks back to the NIC. It reports whether it delivered any.
 func (w *worker) unpark(apps []*app) bool {
 	did := false
 	w.parking = slices.DeleteFunc(w.parking, func(a *app) bool {
@@ -122,13 +111,7 @@ func (w *worker) unpark(apps []*app) bool {
 			w.c.waiting.Add(-int64(q.next - from))
 			w.unkeep(q, from)
 		}
-		if q.pending() == 0 {
-			return true
-		}
-		if w.since()-a.st[w.q].fullSince < yieldFor {
-			w.yield = true
-		}
-		return false
+		return q.pending() == 0
 	})
 	if did {
 		w.publish(apps)

@@ -42,7 +42,6 @@ type worker struct {
 	gsiPSN psn.PSN     // of the REJs the daemon sends from QP1
 	lpkt   wire.Packet // a REJ for an application on this device
 	looped bool        // this pass delivered a frame between applications
-	yield  bool        // frames wait for an application's full ring (park.go)
 
 	// parking are the applications with frames parked (park.go), kept
 	// how many of the socket's spare chunks those hold.
@@ -211,14 +210,6 @@ func (w *worker) run(ctx context.Context) error {
 		if err := w.sock.Flush(); err != nil {
 			return err
 		}
-		if w.yield {
-			// An application's ring is full and frames wait for
-			// it: give it the CPU to drain it, then try again.
-			w.yield = false
-			idle = 0
-			schedYield()
-			continue
-		}
 		if did {
 			idle = 0
 			continue
@@ -270,9 +261,6 @@ func (w *worker) admit(i int, f []byte) {
 	}
 }
 
-// since is the time, in ns since the worker's epoch, never 0.
-func (w *worker) since() int64 { return int64(time.Since(w.epoch)) | 1 }
-
 // ownerOf returns the application that owns the destination queue pair
 // of the frame parsed in p (for QP1, the one its RDMA-CM message is
 // for), or nil, having counted the frame unknown (and, for an RDMA-CM
@@ -313,7 +301,6 @@ func (w *worker) deliverTo(a *app, p *wire.Packet, f []byte) bool {
 		w.dropFull(a)
 		return true
 	}
-	c.fullSince = 0
 	// Where an RC packet the application will see arrived (route.go):
 	// not one dropped here, which the transport never sees.
 	qpn := p.BTH().DestQP()
