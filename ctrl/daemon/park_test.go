@@ -177,10 +177,11 @@ func TestParkFullRing(t *testing.T) {
 	}
 }
 
-// TestParkForwarded: a frame a forwarder hands the worker for a full
-// ring is parked as a copy, and delivered in order with the frames from
-// the NIC parked around it.
-func TestParkForwarded(t *testing.T) {
+// TestParkCopies: a frame a forwarder hands the worker, or one an
+// application sends to another on the device, for a full ring is parked
+// as a copy, and delivered in order with the frames from the NIC parked
+// around it.
+func TestParkCopies(t *testing.T) {
 	f, k, apps, a, _ := parkFixture(t, 20)
 	w := f.w
 	send := func(psn uint32) []byte { return rcFrame(&f.peer, wire.RCSendOnly, 0x42, psn, pattern(100, byte(psn))) }
@@ -191,14 +192,20 @@ func TestParkForwarded(t *testing.T) {
 	nicBatch(w, k, apps, batch...)
 	w.admit(-1, send(65)) // from a forwarder
 	nicBatch(w, k, apps, send(66))
-	if st := w.stats(); st.Parked != 3 || len(k.mem) != 3 {
-		t.Fatalf("parked %d, %d chunks kept", st.Parked, len(k.mem))
+	looped := send(67) // from an application on the device
+	var p wire.Packet
+	if err := p.Parse(looped); err != nil {
+		t.Fatal(err)
+	}
+	w.loopBack(&p, looped)
+	if st := w.stats(); st.Parked != 4 || st.RingFulls != 0 || len(k.mem) != 4 {
+		t.Fatalf("parked %d, dropped %d, %d chunks kept", st.Parked, st.RingFulls, len(k.mem))
 	}
 	if got := drain(t, a); len(got) != 64 {
 		t.Fatalf("a read %d", len(got))
 	}
 	w.unpark(apps)
-	if got := drain(t, a); len(got) != 3 || got[0] != 64 || got[1] != 65 || got[2] != 66 || len(k.mem) != 0 {
+	if got := drain(t, a); len(got) != 4 || got[0] != 64 || got[1] != 65 || got[2] != 66 || got[3] != 67 || len(k.mem) != 0 {
 		t.Fatalf("a got %v after its parked frames, %d chunks kept", got, len(k.mem))
 	}
 }

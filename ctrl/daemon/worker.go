@@ -249,11 +249,17 @@ func (w *worker) admit(i int, f []byte) {
 		w.c.malformed.Add(1)
 		return
 	}
-	a := w.ownerOf(&w.pkt)
+	w.admitParsed(i, &w.pkt, f)
+}
+
+// admitParsed is admit for a frame parsed in p: i < 0 for one that is
+// not in the NIC's ring (a forwarder's, or one looped back).
+func (w *worker) admitParsed(i int, p *wire.Packet, f []byte) {
+	a := w.ownerOf(p)
 	if a == nil {
 		return
 	}
-	if a.st[w.q].park.pending() == 0 && w.deliverTo(a, &w.pkt, f) {
+	if a.st[w.q].park.pending() == 0 && w.deliverTo(a, p, f) {
 		return
 	}
 	if !w.park(a, i, f) {
@@ -377,13 +383,12 @@ func (w *worker) loop(a *app, c []byte) {
 
 // loopBack delivers frame f, parsed in p, which an application on this
 // device (or the daemon for it) sent to the device itself, counting it
-// looped; the rings are published after the applications' transmits.
+// looped, or parks a copy of it for a full ring; the rings are published
+// after the applications' transmits.
 func (w *worker) loopBack(p *wire.Packet, f []byte) {
 	w.c.looped.Add(1)
 	w.looped = true
-	if a := w.ownerOf(p); a != nil && !w.deliverTo(a, p, f) {
-		w.dropFull(a)
-	}
+	w.admitParsed(-1, p, f)
 }
 
 // transmit moves what application a put on its ring for this queue to
