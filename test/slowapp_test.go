@@ -157,6 +157,25 @@ func TestSlowApplication(t *testing.T) {
 	for _, w := range st.Workers {
 		now += w.ParkedNow
 	}
+	// Meanwhile its frames wait, and it reads no more: the worker looks
+	// for room less and less often, about 10 times a second after a
+	// second (at first every 100 µs).
+	sleeps := func() (n uint64) {
+		for _, w := range daemonStats(t, p.A).Workers {
+			n += w.Sleeps
+		}
+		return n
+	}
+	if now > 0 {
+		time.Sleep(1500 * time.Millisecond)
+		before := sleeps()
+		time.Sleep(time.Second)
+		if n := sleeps() - before; n > 1000 {
+			t.Errorf("the worker slept %d times in a second with %d frames parked for an application that stopped reading", n, now)
+		} else {
+			t.Logf("with %d frames parked for an application that stopped reading, the worker slept %d times in a second", now, n)
+		}
+	}
 	slow.d.Close()
 	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		left := uint64(0)

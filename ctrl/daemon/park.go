@@ -57,6 +57,18 @@ func (q *parked) pending() int { return len(q.ends) - q.next }
 // the one it waited for had a core of its own or was not running at all.
 const parkWait = 100 * time.Microsecond
 
+// parkSleep is how long an idle worker with frames parked sleeps at most
+// after n sleeps in a row that delivered none: parkWait, doubled after
+// each, up to maxSleep, so that an application that stopped (SIGSTOP, a
+// debugger) costs its worker 20 wake-ups a second after a second or so,
+// not 10,000.
+func parkSleep(n int) time.Duration {
+	if n >= 10 {
+		return maxSleep
+	}
+	return min(parkWait<<n, maxSleep)
+}
+
 // park keeps frame f for application a, whose ring is full or has frames
 // parked before it: frame i of the last receive, its chunks kept where
 // they are, or (i < 0) a copy in spare chunks. It reports whether it
@@ -108,6 +120,7 @@ func (w *worker) unpark(apps []*app) bool {
 		}
 		if q.next > from {
 			did = true
+			w.parkSleeps = 0
 			w.c.waiting.Add(-int64(q.next - from))
 			w.unkeep(q, from)
 		}

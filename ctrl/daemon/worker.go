@@ -45,9 +45,10 @@ type worker struct {
 
 	// parking are the applications with frames parked (park.go), kept
 	// how many of the socket's spare chunks those hold.
-	parking []*app
-	kept    int
-	keep    keeper // sock
+	parking    []*app
+	kept       int
+	keep       keeper // sock
+	parkSleeps int    // sleeps in a row with frames parked and none delivered
 
 	// in are the rings of the forwarders whose home it is (forward.go),
 	// copy on write; asleep tells them to kick it.
@@ -533,7 +534,10 @@ func (w *worker) sleep(apps *[]*app) {
 	}
 	timeout := maxSleep
 	if len(w.parking) > 0 {
-		timeout = parkWait
+		timeout = parkSleep(w.parkSleeps)
+		w.parkSleeps++
+	} else {
+		w.parkSleeps = 0
 	}
 	if ready, t := w.sock.PrepareWait(timeout); ready {
 		return

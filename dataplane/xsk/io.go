@@ -228,6 +228,7 @@ func (s *Socket) Keep(i int, dst []Chunk) []Chunk {
 		}
 		s.kept[j] = true
 		s.nkept++
+		s.q.out++
 		d := s.rx.at(j)
 		dst = append(dst, Chunk{Addr: d.Addr, Len: d.Len})
 	}
@@ -251,6 +252,7 @@ func (s *Socket) Borrow(f []byte, dst []Chunk) ([]Chunk, bool) {
 		f = f[k:]
 	}
 	s.q.stash = stash[:len(stash)-n]
+	s.q.out += n
 	return dst, true
 }
 
@@ -268,8 +270,15 @@ func (s *Socket) Return(cs []Chunk) {
 	for _, c := range cs {
 		s.q.stash = append(s.q.stash, c.Addr&s.chunkMask)
 	}
+	s.q.out -= len(cs)
 	s.refill()
 }
+
+// starved reports whether rx chunks wait in the stash that the fill ring
+// had no room for (it can look full while the kernel holds entries it has
+// not published taking), beyond the spare chunks the caller does not
+// hold, which wait there as a matter of course.
+func (s *Socket) starved() bool { return len(s.q.stash) > s.q.spare-s.q.out }
 
 // Send copies frames into free chunks and posts them on the tx ring, kicks
 // the kernel and reclaims completed chunks. It returns how many frames it
@@ -473,7 +482,7 @@ func (s *Socket) PrepareWait(timeout time.Duration) (bool, time.Duration) {
 	if s.rx.avail(1) > 0 {
 		return true, timeout
 	}
-	if s.refill(); len(s.q.stash) > 0 && timeout > stashWait {
+	if s.refill(); s.starved() && timeout > stashWait {
 		timeout = stashWait
 	}
 	return false, timeout
@@ -492,7 +501,7 @@ func (s *Socket) Wait(timeout time.Duration) error {
 	if s.rx.avail(1) > 0 {
 		return nil
 	}
-	if s.refill(); len(s.q.stash) > 0 && timeout > stashWait {
+	if s.refill(); s.starved() && timeout > stashWait {
 		// Chunks the fill ring had no room for: the kernel may run dry
 		// and drop without waking us, so look again soon.
 		timeout = stashWait

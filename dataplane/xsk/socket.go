@@ -309,7 +309,7 @@ func open(cfg Config) (_ *Socket, err error) {
 		}
 		nrx = cfg.FillSize + cfg.Spare
 		q.stash = make([]uint64, 0, nrx)
-		s.spare = cfg.Spare
+		q.spare, s.spare = cfg.Spare, cfg.Spare
 	}
 	first, err := u.claim(nrx + cfg.TxSize)
 	if err != nil {

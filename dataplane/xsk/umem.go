@@ -34,6 +34,8 @@ type queueRings struct {
 	comp  *compRing
 	free  []uint64 // free tx chunks: a stack whose capacity is every chunk ever claimed for tx
 	stash []uint64 // rx chunks waiting for room in the fill ring; capacity: every rx chunk
+	spare int      // rx chunks beyond the fill ring's size (Config.Spare)
+	out   int      // rx chunks Keep or Borrow lent the caller
 	refs  int
 }
 

@@ -589,6 +589,16 @@ func TestKeep(t *testing.T) {
 	if r.Spare() != spare {
 		t.Fatalf("Spare %d, want %d", r.Spare(), spare)
 	}
+	// The spare chunks wait in the socket as a matter of course: an idle
+	// socket sleeps as long as asked, not the short wait for chunks the
+	// fill ring had no room for.
+	idle := func(what string) {
+		t.Helper()
+		if ready, d := r.PrepareWait(time.Second); ready || d != time.Second {
+			t.Fatalf("%s: PrepareWait: ready %v, %v", what, ready, d)
+		}
+	}
+	idle("at first")
 	send := func(first, n int) {
 		t.Helper()
 		for i := first; i < first+n; i++ {
@@ -641,6 +651,7 @@ func TestKeep(t *testing.T) {
 		recvFrom(t, r, a.h.MAC, b.h.MAC, first, ring/2)
 	}
 	check("after four rings")
+	idle("with chunks kept")
 	r.Return(kept)
 	first := spare + 8*ring/2
 	for round := range 4 {
@@ -673,7 +684,9 @@ func TestKeep(t *testing.T) {
 			t.Fatalf("borrowed frame %d changed", i/2)
 		}
 	}
+	idle("with chunks borrowed")
 	r.Return(borrowed)
+	idle("with all given back")
 }
 
 // recvFrom receives frames first to first+n-1 of flow 9 from MAC src to
