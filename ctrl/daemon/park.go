@@ -44,10 +44,13 @@ type parked struct {
 	chunks []xsk.Chunk // the frames' chunks, in order
 	ends   []int       // per frame, one past its last chunk in chunks
 	next   int         // the first frame not yet delivered
-	kept   int         // chunks held (not given back yet)
 }
 
 func (q *parked) pending() int { return len(q.ends) - q.next }
+
+// held is how many chunks q holds: those of the frames not yet delivered
+// (unkeep gave back the others').
+func (q *parked) held() int { return len(q.chunks) - q.start(q.next) }
 
 // parkWait is how long an idle worker sleeps at most while it has
 // frames parked: it must look for room again, and an application makes
@@ -77,7 +80,7 @@ func parkSleep(n int) time.Duration {
 func (w *worker) park(a *app, i int, f []byte) bool {
 	q := &a.st[w.q].park
 	before := len(q.chunks)
-	if spare := w.keep.Spare(); w.kept >= spare || q.kept >= spare*3/4 {
+	if spare := w.keep.Spare(); w.kept >= spare || q.held() >= spare*3/4 {
 		return false
 	}
 	if i >= 0 {
@@ -89,7 +92,6 @@ func (w *worker) park(a *app, i int, f []byte) bool {
 		return false // no spare chunk left, or not a frame of the last receive
 	}
 	w.kept += len(q.chunks) - before
-	q.kept += len(q.chunks) - before
 	q.ends = append(q.ends, len(q.chunks))
 	if q.pending() == 1 {
 		w.parking = append(w.parking, a)
@@ -106,27 +108,24 @@ func (w *worker) unpark(apps []*app) bool {
 	did := false
 	w.parking = slices.DeleteFunc(w.parking, func(a *app) bool {
 		q := &a.st[w.q].park
-		if !slices.Contains(apps, a) {
-			from := q.next
-			w.c.unknown.Add(uint64(q.pending()))
-			w.c.waiting.Add(-int64(q.pending()))
-			q.next = len(q.ends)
-			w.unkeep(q, from)
-			return true
-		}
 		from := q.next
-		for q.pending() > 0 && w.deliverParked(a, q) {
-			q.next++
+		if slices.Contains(apps, a) {
+			for q.pending() > 0 && w.deliverParked(a, q) {
+				q.next++
+			}
+			did = did || q.next > from
+		} else {
+			w.c.unknown.Add(uint64(q.pending())) // it went: dropped
+			q.next = len(q.ends)
 		}
 		if q.next > from {
-			did = true
-			w.parkSleeps = 0
 			w.c.waiting.Add(-int64(q.next - from))
 			w.unkeep(q, from)
 		}
 		return q.pending() == 0
 	})
 	if did {
+		w.parkSleeps = 0
 		w.publish(apps)
 	}
 	return did
@@ -179,7 +178,6 @@ func (w *worker) unkeep(q *parked, from int) {
 	cs := q.chunks[q.start(from):q.start(q.next)]
 	w.keep.Return(cs)
 	w.kept -= len(cs)
-	q.kept -= len(cs)
 	switch {
 	case q.pending() == 0:
 		q.chunks, q.ends, q.next = q.chunks[:0], q.ends[:0], 0

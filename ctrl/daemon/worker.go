@@ -315,12 +315,10 @@ func (w *worker) deliverTo(a *app, p *wire.Packet, f []byte) bool {
 		w.arrived(qpn, p)
 	}
 	if w.nexp > 0 && w.place(a, e, buf, p, f) {
-		c.rx.Add(1)
 		c.placed.Add(1)
-		c.touched = true
-		return true
+	} else {
+		e.TxSubmit(copy(buf, f))
 	}
-	e.TxSubmit(copy(buf, f))
 	c.rx.Add(1)
 	c.touched = true
 	return true

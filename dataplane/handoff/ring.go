@@ -144,21 +144,15 @@ func (r *Ring) Peek(views [][]byte) int {
 }
 
 // Release gives the frames of the last Peek back to the producer.
-func (r *Ring) Release() { r.ReleaseFirst(int(r.held)) }
-
-// ReleaseFirst gives back the first k frames of the last Peek only; the
-// others stay, and the next Peek returns them first (a consumer with no
-// room for them yet). No view of that Peek may be used afterwards.
-func (r *Ring) ReleaseFirst(k int) {
-	n := uint32(min(max(k, 0), int(r.held)))
-	h := r.head.Load()
-	for i := range n {
-		r.placed[(h+i)&r.mask] = nil // the application's memory, not ours to keep
-	}
-	if n != 0 {
+func (r *Ring) Release() {
+	if n := r.held; n != 0 {
+		h := r.head.Load()
+		for i := range n {
+			r.placed[(h+i)&r.mask] = nil // the application's memory, not ours to keep
+		}
 		r.head.Store(h + n)
+		r.held = 0
 	}
-	r.held = 0
 }
 
 // Len is the number of published frames waiting; any goroutine may ask.

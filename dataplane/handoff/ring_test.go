@@ -214,26 +214,3 @@ func TestPushPlaced(t *testing.T) {
 		t.Fatal("a reused slot kept the place of an earlier frame")
 	}
 }
-
-// TestReleaseFirst: a consumer gives back the first frames of a Peek and
-// leaves the rest, which the next Peek returns first, in order.
-func TestReleaseFirst(t *testing.T) {
-	r := New(8, 64)
-	for i := range 5 {
-		r.Push(frame(uint32(i), 16))
-	}
-	r.Publish()
-	views := make([][]byte, 8)
-	next := uint32(0)
-	for _, take := range []int{2, 0, 1, 5} {
-		n := r.Peek(views)
-		if n == 0 || binary.BigEndian.Uint32(views[0]) != next {
-			t.Fatalf("peek: %d frames, first %d, want %d", n, binary.BigEndian.Uint32(views[0]), next)
-		}
-		r.ReleaseFirst(take)
-		next += uint32(min(take, n))
-	}
-	if next != 5 || r.Len() != 0 {
-		t.Fatalf("took %d, %d left", next, r.Len())
-	}
-}
