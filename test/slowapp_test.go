@@ -1,7 +1,6 @@
 package test
 
 import (
-	"context"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -9,7 +8,6 @@ import (
 	"time"
 
 	"github.com/softfabric/softfabric/dataplane/verbs"
-	"github.com/softfabric/softfabric/device"
 	"github.com/softfabric/softfabric/internal/netnstest"
 )
 
@@ -28,21 +26,7 @@ func TestSlowApplication(t *testing.T) {
 	slow, fast, flood, echo := open(t, p.A), open(t, p.A), open(t, p.B), open(t, p.B)
 	qf, qe := rcPair(t, fast, echo, verbs.NewRecvQueue(16), verbs.NewRecvQueue(16))
 
-	const qkey = 0x5107
-	qs, err := slow.d.NewUD(device.QPConfig{SendCQ: slow.scq, RecvCQ: slow.rcq, RQ: verbs.NewRecvQueue(8192)}, qkey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	qx, err := flood.d.NewUD(device.QPConfig{SendCQ: flood.scq, RecvCQ: flood.rcq, RQ: verbs.NewRecvQueue(1)}, qkey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ah *verbs.AddressHandle
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := flood.h.Do(func() (err error) { ah, err = flood.d.AddressHandle(ctx, slow.gid(), qx.QPN(), qs.QPN(), qkey); return }); err != nil {
-		t.Fatal(err)
-	}
+	qx, qs, ah := udPair(t, flood, slow, 0x5107, verbs.NewRecvQueue(1), verbs.NewRecvQueue(8192))
 	for i := range 8000 {
 		if err := qs.PostRecv(&verbs.RecvWR{ID: uint64(i), SGL: sge(slow.buf, (i%1024)*512, 512)}); err != nil {
 			t.Fatal(err)

@@ -230,21 +230,7 @@ func TestUDOverXDP(t *testing.T) {
 // them, and the sender's address and QPN, at b.
 func checkUD(t *testing.T, a, b *end) {
 	t.Helper()
-	const qkey = 0x1234
-	qa, err := a.d.NewUD(device.QPConfig{SendCQ: a.scq, RecvCQ: a.rcq, RQ: verbs.NewRecvQueue(64)}, qkey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	qb, err := b.d.NewUD(device.QPConfig{SendCQ: b.scq, RecvCQ: b.rcq, RQ: verbs.NewRecvQueue(64)}, qkey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ah *verbs.AddressHandle
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := a.h.Do(func() (err error) { ah, err = a.d.AddressHandle(ctx, b.gid(), qa.QPN(), qb.QPN(), qkey); return }); err != nil {
-		t.Fatal(err)
-	}
+	qa, qb, ah := udPair(t, a, b, 0x1234, verbs.NewRecvQueue(64), verbs.NewRecvQueue(64))
 	for i := 0; i < 20; i++ {
 		if err := qb.PostRecv(&verbs.RecvWR{ID: uint64(i), SGL: sge(b.buf, i*2048, 2048)}); err != nil {
 			t.Fatal(err)
@@ -265,6 +251,25 @@ func checkUD(t *testing.T, a, b *end) {
 			t.Fatalf("datagram %d differs", i)
 		}
 	}
+}
+
+// udPair makes a UD queue pair on a and one on b, with Q_Key qkey and
+// receive queues rqa and rqb, and the address handle from a's to b's.
+func udPair(t *testing.T, a, b *end, qkey uint32, rqa, rqb *verbs.RecvQueue) (qa, qb *ud.QP, ah *verbs.AddressHandle) {
+	t.Helper()
+	qa, err := a.d.NewUD(device.QPConfig{SendCQ: a.scq, RecvCQ: a.rcq, RQ: rqa}, qkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if qb, err = b.d.NewUD(device.QPConfig{SendCQ: b.scq, RecvCQ: b.rcq, RQ: rqb}, qkey); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := a.h.Do(func() (err error) { ah, err = a.d.AddressHandle(ctx, b.gid(), qa.QPN(), qb.QPN(), qkey); return }); err != nil {
+		t.Fatal(err)
+	}
+	return qa, qb, ah
 }
 
 // impairWire attaches the impairment program cfg to the egress of both
