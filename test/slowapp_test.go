@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softfabric/softfabric/dataplane/ud"
 	"github.com/softfabric/softfabric/dataplane/verbs"
 	"github.com/softfabric/softfabric/internal/netnstest"
 )
@@ -160,6 +161,10 @@ func TestSlowApplication(t *testing.T) {
 			t.Logf("with %d frames parked for an application that stopped reading, the worker slept %d times in a second", now, n)
 		}
 	}
+	// It reads again: its library tells the worker of the room it made
+	// (an eventfd the worker sleeps on), and the parked frames come at
+	// once, not at the worker's next look (up to 100 ms).
+	resumes := resume(t, slow, func(n int) { floodN(t, flood, qx, ah, n) })
 	slow.d.Close()
 	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		left := uint64(0)
@@ -172,6 +177,9 @@ func TestSlowApplication(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d frames still parked 2 s after the slow application closed (%d when it did)", left, now)
 		}
+	}
+	if slices.Max(resumes) > 30*time.Millisecond {
+		t.Errorf("parked frames came %v after the application read its ring again", resumes)
 	}
 	var parked, ringFull uint64
 	for _, w := range st.Workers {
@@ -203,8 +211,8 @@ func TestSlowApplication(t *testing.T) {
 			stalled += d
 		}
 	}
-	t.Logf("%d round trips in half a second alone, %d in a second beside the slow application: median %v, 99th percentile %v, longest %v (%v in those over 10 ms); it was sent %d datagrams, got %d; the daemon parked %d (%d still at the end), dropped %d; ping-pong retransmits %d",
-		len(alone), len(rtts), rtts[len(rtts)/2], rtts[len(rtts)*99/100], rtts[len(rtts)-1], stalled, sent, len(imms), parked, now, ringFull, qf.Stats().Retransmits+qe.Stats().Retransmits)
+	t.Logf("%d round trips in half a second alone, %d in a second beside the slow application: median %v, 99th percentile %v, longest %v (%v in those over 10 ms); it was sent %d datagrams, got %d; the daemon parked %d (%d still at the end), dropped %d; ping-pong retransmits %d; parked frames came %v after it read again",
+		len(alone), len(rtts), rtts[len(rtts)/2], rtts[len(rtts)*99/100], rtts[len(rtts)-1], stalled, sent, len(imms), parked, now, ringFull, qf.Stats().Retransmits+qe.Stats().Retransmits, resumes)
 	if len(rtts) < len(alone)/2 {
 		t.Fatalf("%d round trips (%d in half a second alone), %v of the second in round trips over 10 ms: the slow application held the other up", len(rtts), len(alone), stalled)
 	}
@@ -212,5 +220,55 @@ func TestSlowApplication(t *testing.T) {
 		if imms[i] <= imms[i-1] {
 			t.Fatalf("datagram %d arrived after %d", imms[i], imms[i-1])
 		}
+	}
+}
+
+// ringSlots is how many frames the daemon's rings to an application hold
+// (its default).
+const ringSlots = 1024
+
+// resume measures, three times, how long an application that stopped
+// reading, with its ring full and frames parked for it, waits for the
+// first parked frame once it reads again: flood fills its ring and the
+// worker's parking before each, and the worker is left asleep a while.
+func resume(t *testing.T, e *end, flood func(n int)) []time.Duration {
+	t.Helper()
+	var took []time.Duration
+	buf := make([]verbs.Completion, 256)
+	for range 3 {
+		flood(ringSlots + 100)
+		// Not a multiple of the worker's longest sleep (100 ms), which
+		// began as the last datagram came: without a doorbell it would
+		// look next about 60 ms after this.
+		time.Sleep(440 * time.Millisecond)
+		r0 := e.d.Stats().RxFrames
+		start := time.Now()
+		for e.d.Stats().RxFrames-r0 <= ringSlots && time.Since(start) < time.Second {
+			if _, err := e.d.Progress(); err != nil {
+				t.Fatal(err)
+			}
+			for e.rcq.Poll(buf) > 0 {
+			}
+		}
+		took = append(took, time.Since(start))
+	}
+	return took
+}
+
+// floodN sends n UD datagrams from e's qp to ah, at most 64 at a time.
+func floodN(t *testing.T, e *end, qp *ud.QP, ah *verbs.AddressHandle, n int) {
+	t.Helper()
+	buf := make([]verbs.Completion, 64)
+	inflight := 0
+	for sent := 0; sent < n || inflight > 0; {
+		for ; inflight < 64 && sent < n; sent, inflight = sent+1, inflight+1 {
+			if err := qp.PostSend(&verbs.SendWR{Op: verbs.OpSend, Flags: verbs.Signaled, Dest: ah, SGL: sge(e.buf, 0, 256)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := e.d.Progress(); err != nil {
+			t.Fatal(err)
+		}
+		inflight -= e.scq.Poll(buf)
 	}
 }

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"slices"
-	"time"
 
 	"github.com/softfabric/softfabric/dataplane/xsk"
 )
@@ -21,7 +20,9 @@ import (
 // parked as a copy in spare chunks (xsk.Socket.Borrow). Only when the
 // worker's spare chunks are all parked, or the application holds three
 // quarters of them, is a frame for a full ring dropped (ring_full): the
-// slow application pays for its slowness, not the others.
+// slow application pays for its slowness, not the others. An idle
+// worker with frames parked sleeps until the application makes room:
+// its library rings the worker's eventfd for that (shmlink.End.PrepareRoom).
 
 // parkSpare is how many frames each worker can park: the spare chunks
 // of its AF_XDP socket, 4 MiB of UMEM more at 4 KiB a chunk (the socket
@@ -51,26 +52,6 @@ func (q *parked) pending() int { return len(q.ends) - q.next }
 // held is how many chunks q holds: those of the frames not yet delivered
 // (unkeep gave back the others').
 func (q *parked) held() int { return len(q.chunks) - q.start(q.next) }
-
-// parkWait is how long an idle worker sleeps at most while it has
-// frames parked: it must look for room again, and an application makes
-// room without a doorbell. The worker does not yield the CPU to the
-// application otherwise (it did while it held frames in the NIC's ring):
-// on a busy host each yield cost the other applications its turn, while
-// the one it waited for had a core of its own or was not running at all.
-const parkWait = 100 * time.Microsecond
-
-// parkSleep is how long an idle worker with frames parked sleeps at most
-// after n sleeps in a row that delivered none: parkWait, doubled after
-// each, up to maxSleep, so that an application that stopped (SIGSTOP, a
-// debugger) costs its worker 20 wake-ups a second after a second or so,
-// not 10,000.
-func parkSleep(n int) time.Duration {
-	if n >= 10 {
-		return maxSleep
-	}
-	return min(parkWait<<n, maxSleep)
-}
 
 // park keeps frame f for application a, whose ring is full or has frames
 // parked before it: frame i of the last receive, its chunks kept where
@@ -125,7 +106,6 @@ func (w *worker) unpark(apps []*app) bool {
 		return q.pending() == 0
 	})
 	if did {
-		w.parkSleeps = 0
 		w.publish(apps)
 	}
 	return did

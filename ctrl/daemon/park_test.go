@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"testing"
-	"time"
 
 	"github.com/softfabric/softfabric/dataplane/link/shmlink"
 	"github.com/softfabric/softfabric/dataplane/wire"
@@ -208,22 +207,5 @@ func TestParkCopies(t *testing.T) {
 	w.unpark(apps)
 	if got := drain(t, a); len(got) != 4 || got[0] != 64 || got[1] != 65 || got[2] != 66 || got[3] != 67 || len(k.mem) != 0 {
 		t.Fatalf("a got %v after its parked frames, %d chunks kept", got, len(k.mem))
-	}
-}
-
-// TestParkSleep: an idle worker with frames parked looks again within
-// 100 µs, then less and less often while none can be delivered, down to
-// its ordinary longest sleep.
-func TestParkSleep(t *testing.T) {
-	prev := time.Duration(0)
-	for n := range 40 {
-		d := parkSleep(n)
-		if n == 0 && d != parkWait || d < prev || d > maxSleep {
-			t.Fatalf("sleep %d: %v after %v", n, d, prev)
-		}
-		prev = d
-	}
-	if prev != maxSleep || parkSleep(1<<30) != maxSleep {
-		t.Fatalf("the sleeps end at %v, want %v", prev, maxSleep)
 	}
 }

@@ -45,10 +45,9 @@ type worker struct {
 
 	// parking are the applications with frames parked (park.go), kept
 	// how many of the socket's spare chunks those hold.
-	parking    []*app
-	kept       int
-	keep       keeper // sock
-	parkSleeps int    // sleeps in a row with frames parked and none delivered
+	parking []*app
+	kept    int
+	keep    keeper // sock
 
 	// in are the rings of the forwarders whose home it is (forward.go),
 	// copy on write; asleep tells them to kick it.
@@ -531,12 +530,6 @@ func (w *worker) sleep(apps *[]*app) {
 		w.fdsFor = apps
 	}
 	timeout := maxSleep
-	if len(w.parking) > 0 {
-		timeout = parkSleep(w.parkSleeps)
-		w.parkSleeps++
-	} else {
-		w.parkSleeps = 0
-	}
 	if ready, t := w.sock.PrepareWait(timeout); ready {
 		return
 	} else {
@@ -544,6 +537,13 @@ func (w *worker) sleep(apps *[]*app) {
 	}
 	for _, a := range *apps {
 		if ready, _ := a.ends[w.q].PrepareWait(timeout); ready {
+			return
+		}
+	}
+	// After PrepareWait drained the eventfds: an application with
+	// frames parked rings its eventfd when it makes room.
+	for _, a := range w.parking {
+		if a.ends[w.q].PrepareRoom(1) {
 			return
 		}
 	}

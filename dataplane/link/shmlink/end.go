@@ -30,7 +30,8 @@ var one = func() (b [8]byte) {
 type Stats struct {
 	FramesSent, BytesSent          uint64
 	FramesReceived, BytesReceived  uint64
-	Wakeups                        uint64 // eventfd writes to wake the peer
+	Wakeups                        uint64 // eventfd writes to wake the peer for frames
+	RoomWakeups                    uint64 // eventfd writes to tell the peer of room
 	ExpectationsSent               uint64 // expectations announced (application's end)
 	ExpectationsReceived           uint64 // expectations taken (daemon's end)
 	PlacedSent, PlacedReceived     uint64 // frames whose payload the daemon placed
@@ -44,6 +45,7 @@ type shared struct {
 	prod   *atomic.Uint32
 	cons   *atomic.Uint32
 	sleep  *atomic.Uint32 // the consumer's sleeping flag
+	room   *atomic.Uint32 // the producer's waiting-for-room flag
 	data   []byte         // the slots
 	mask   uint32
 	size   uint32 // slots
@@ -61,6 +63,7 @@ func mapRing(mem []byte, l layout, r int) shared {
 		prod:   word(mem, l.ctl[r]+ctlProd),
 		cons:   word(mem, l.ctl[r]+ctlCons),
 		sleep:  word(mem, l.ctl[r]+ctlSleep),
+		room:   word(mem, l.ctl[r]+ctlRoom),
 		data:   mem[l.data[r] : l.data[r]+ringBytes : l.data[r]+ringBytes],
 		mask:   l.slots - 1,
 		size:   l.slots,
@@ -138,6 +141,7 @@ type rxSide struct {
 	last, lastN uint32 // the first slot and the count of the last Recv or RecvZC
 
 	recv, recvBytes, expects, placed, gathered atomic.Uint64
+	roomWakeups                                atomic.Uint64
 }
 
 // End is one side of a region: it sends on one ring and receives from the
@@ -227,6 +231,7 @@ func (e *End) Stats() Stats {
 		FramesReceived:       e.rx.recv.Load(),
 		BytesReceived:        e.rx.recvBytes.Load(),
 		Wakeups:              e.tx.wakeups.Load(),
+		RoomWakeups:          e.rx.roomWakeups.Load(),
 		ExpectationsSent:     e.tx.expects.Load(),
 		ExpectationsReceived: e.rx.expects.Load(),
 		PlacedSent:           e.tx.placed.Load(),
@@ -381,6 +386,26 @@ func (e *End) TxRoom() int {
 	return int(e.free(min(e.tx.size, link.IdealBatch)))
 }
 
+// PrepareRoom readies the End for a poll(2) on FD by a producer that
+// waits for room in its ring: it reports true when n slots are free (or
+// the End failed), and otherwise asks the consumer to write FD's eventfd
+// when it next frees slots. Call it after PrepareWait, which drains the
+// eventfd: the other order could drain the doorbell rung for room.
+func (e *End) PrepareRoom(n int) bool {
+	t := &e.tx
+	want := uint32(min(max(n, 1), int(t.size)))
+	if e.failed.Load() != nil || e.free(want) >= want {
+		return true
+	}
+	t.shared.room.Store(1)
+	// After the store: the consumer stores its index, then reads the flag.
+	if e.free(want) >= want || e.failed.Load() != nil {
+		t.shared.room.Store(0)
+		return true
+	}
+	return false
+}
+
 // TxBufSize is the length of the buffers TxBuf returns: the slot size.
 func (e *End) TxBufSize() int { return int(e.tx.slot) }
 
@@ -454,11 +479,18 @@ func (e *End) frameLen(i uint32) (uint32, bool) {
 	return n, true
 }
 
-// consumed hands n frames back to the producer.
+// consumed hands n frames back to the producer, and rings its doorbell
+// if it waits for room.
 func (e *End) consumed(n uint32) {
 	r := &e.rx
 	r.next += n
 	r.shared.cons.Store(r.next)
+	// After the store: the producer sets its flag, then reads the
+	// consumer index.
+	if r.shared.room.Load() != 0 && r.shared.room.Swap(0) != 0 {
+		_, _ = unix.Write(e.tx.peerFD, one[:])
+		r.roomWakeups.Add(1)
+	}
 }
 
 // awake clears our sleeping flag if we set it, so that the producer does

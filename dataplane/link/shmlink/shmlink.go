@@ -16,14 +16,15 @@
 //
 //	0     header, one 64-byte line:
 //	        0  magic "SFSHMLK1"
-//	        8  version (3), uint32
+//	        8  version (4), uint32
 //	       12  slots per ring, uint32 (power of two, 1..MaxSlots)
 //	       16  slot size in bytes, uint32: the largest frame (MinSlotSize..MaxSlotSize, multiple of 64)
 //	       20  reserved, zero
 //	       24  total size of the file, uint64
 //	64    to-app ring control (the daemon produces, the application consumes):
 //	        +0 producer index, +64 consumer index, +128 consumer-sleeping flag,
-//	        each a uint32 alone on its 64-byte line
+//	        each a uint32 alone on its 64-byte line but for +72, the
+//	        producer-waiting-for-room flag, which shares the consumer's line
 //	256   from-app ring control (the application produces), laid out alike
 //	4096  to-app slots, slots × (slot size + 64) bytes; then from-app slots.
 //	      Each slot: a header line (+0 sequence word, uint32; +4 length
@@ -58,6 +59,14 @@
 // consumer sees the new frames or the producer sees the flag: a wakeup is
 // never lost, and it is rung once per sleep, not once per frame.
 //
+// A producer that waits for room (PrepareRoom: the daemon, with frames
+// parked for an application whose ring is full) works the other way
+// round: it sets the waiting-for-room flag, then reads the consumer index
+// again; a consumer stores its index, then reads the flag (on the line it
+// just wrote, so it costs nothing while the flag is clear) and, when it is
+// set, clears it and writes the producer's eventfd. Each End has one
+// eventfd to wait on, rung for frames to receive and for room to send.
+//
 // # Trust
 //
 // The daemon does not trust the application. It keeps its own indices in
@@ -72,8 +81,9 @@
 // with an error wrapping ErrBadRegion; the daemon should then drop the
 // application. The region is sealed against shrinking and growing, so the
 // application cannot make the daemon's mapping fault. The application's
-// sleeping flag is only a hint: setting it always costs the daemon an
-// eventfd write per batch, clearing it only delays the application.
+// sleeping flag and its waiting-for-room flag are only hints: setting
+// either always costs the daemon an eventfd write per batch, clearing
+// either only delays the application.
 //
 // The same checks run on the application's end (they cost a compare per
 // frame), although the application trusts the daemon; Map validates the
@@ -114,7 +124,7 @@ import (
 // Magic and Version identify a region; Map refuses anything else.
 const (
 	Magic   = "SFSHMLK1"
-	Version = 3
+	Version = 4
 )
 
 // Sizes and limits.
@@ -144,6 +154,7 @@ const (
 	ctlProd  = 0
 	ctlCons  = cacheLine
 	ctlSleep = 2 * cacheLine
+	ctlRoom  = ctlCons + 8 // the producer waits for room: on the consumer's line
 
 	slotSeq    = 0         // a slot's sequence word
 	slotLen    = 4         // its length word: the frame's length and flags

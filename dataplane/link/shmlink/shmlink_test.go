@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -603,6 +604,158 @@ func TestPrepareWaitDrains(t *testing.T) {
 	}
 	if r.word(ringToApp, ctlSleep).Load() != 0 {
 		t.Error("sleeping flag left set after Wait")
+	}
+}
+
+// TestPrepareRoom: a producer that finds the ring full asks to be told of
+// room, and the consumer's next release rings its eventfd, once.
+func TestPrepareRoom(t *testing.T) {
+	r := newTestRegion(t, Config{Slots: 4, SlotSize: 256})
+	tx, rx := r.DaemonEnd(), r.AppEnd()
+	poll := func(timeout time.Duration) bool {
+		fds := []unix.PollFd{{Fd: int32(tx.FD()), Events: unix.POLLIN}}
+		ts := unix.NsecToTimespec(int64(timeout))
+		n, err := unix.Ppoll(fds, &ts, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	}
+	if !tx.PrepareRoom(4) {
+		t.Fatal("PrepareRoom on an empty ring")
+	}
+	if r.word(ringToApp, ctlRoom).Load() != 0 {
+		t.Fatal("flag set with room")
+	}
+	views := make([][]byte, 4)
+	for round := range 3 {
+		if n, _ := tx.Send([][]byte{{1}, {2}, {3}, {4}}); n != 4 {
+			t.Fatalf("round %d: sent %d", round, n)
+		}
+		if ready, _ := tx.PrepareWait(time.Second); ready {
+			t.Fatal("PrepareWait with nothing from the application")
+		}
+		if tx.PrepareRoom(1) {
+			t.Fatalf("round %d: PrepareRoom on a full ring", round)
+		}
+		if r.word(ringToApp, ctlRoom).Load() != 1 {
+			t.Fatal("waiting-for-room flag not set")
+		}
+		if poll(10 * time.Millisecond) {
+			t.Fatalf("round %d: woken before any room", round)
+		}
+		// Frames lent by RecvZC free nothing until released.
+		if n := rx.RecvZC(views[:1]); n != 1 {
+			t.Fatalf("RecvZC: %d", n)
+		}
+		if poll(0) {
+			t.Fatal("woken while the frame is lent")
+		}
+		rx.ReleaseRx()
+		if !poll(time.Second) {
+			t.Fatalf("round %d: not told of room", round)
+		}
+		if !tx.PrepareRoom(1) {
+			t.Fatal("PrepareRoom with a free slot")
+		}
+		for rx.RecvZC(views) > 0 {
+		}
+		rx.ReleaseRx()
+		var drain [8]byte
+		_, _ = unix.Read(tx.FD(), drain[:])
+	}
+	// Once per wait, not per release.
+	if w := rx.Stats().RoomWakeups; w != 3 {
+		t.Errorf("%d room wakeups, want 3", w)
+	}
+	if w := tx.Stats().Wakeups; w != 0 {
+		t.Errorf("%d frame wakeups, want 0", w)
+	}
+}
+
+// TestNoLostRoomWakeup: a producer that sleeps whenever its ring is full,
+// as the daemon does with frames parked, against a consumer that reads
+// in bursts with pauses between: it is always woken when room comes.
+func TestNoLostRoomWakeup(t *testing.T) {
+	frames := 50000
+	if testing.Short() {
+		frames = 10000
+	}
+	r := newTestRegion(t, Config{Slots: 4, SlotSize: 256})
+	tx, rx := r.DaemonEnd(), r.AppEnd()
+	var (
+		wg   sync.WaitGroup
+		done atomic.Bool // the producer sent all, or failed
+		got  int
+	)
+	errs := make(chan error, 2)
+	wg.Go(func() {
+		defer done.Store(true)
+		fds := []unix.PollFd{{Fd: int32(tx.FD()), Events: unix.POLLIN}}
+		out := [][]byte{make([]byte, 64)}
+		for i := 0; i < frames; {
+			binary.LittleEndian.PutUint32(out[0], uint32(i))
+			if n, err := tx.Send(out); err != nil {
+				errs <- err
+				return
+			} else if n == 1 {
+				i++
+				continue
+			}
+			start := time.Now()
+			tx.PrepareWait(5 * time.Second)
+			if !tx.PrepareRoom(1) {
+				ts := unix.NsecToTimespec(int64(5 * time.Second))
+				if _, err := unix.Ppoll(fds, &ts, nil); err != nil && !errors.Is(err, unix.EINTR) {
+					errs <- err
+					return
+				}
+			}
+			if time.Since(start) > 4*time.Second {
+				errs <- errors.New("room wakeup lost")
+				return
+			}
+		}
+	})
+	wg.Go(func() {
+		in, sizes := bufs(4, 256)
+		for i := 0; i < frames; {
+			finished := done.Load() // before Recv: all sent is then all there
+			n, err := rx.Recv(in[:1+i%4], sizes)
+			if err != nil {
+				errs <- err
+				return
+			}
+			for k := range n {
+				if v := binary.LittleEndian.Uint32(in[k]); v != uint32(i) {
+					errs <- fmt.Errorf("frame %d, want %d", v, i)
+					return
+				}
+				i++
+			}
+			got = i
+			if n == 0 && finished {
+				return
+			}
+			if n == 0 {
+				runtime.Gosched()
+			} else if i%64 < n {
+				time.Sleep(20 * time.Microsecond) // a pause: the producer sleeps
+			}
+		}
+	})
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if got != frames {
+		t.Fatalf("%d frames of %d received", got, frames)
+	}
+	w := rx.Stats().RoomWakeups
+	t.Logf("%d frames through a 4-slot ring, %d room wakeups", frames, w)
+	if w == 0 {
+		t.Error("no room wakeups: the producer never slept")
 	}
 }
 
