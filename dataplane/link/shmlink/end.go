@@ -20,18 +20,22 @@ var (
 	_ link.TxFramer         = (*End)(nil)
 )
 
-// one is what a doorbell writes to an eventfd: 1 as a host-endian uint64.
+// one is what Fail writes to an End's own wake-up eventfd: 1 as a
+// host-endian uint64.
 var one = func() (b [8]byte) {
 	binary.NativeEndian.PutUint64(b[:], 1)
 	return b
 }()
 
+// bell is what a doorbell writes to the peer's pipe: a byte.
+var bell = [1]byte{1}
+
 // Stats counts what an End did. Frames are counted sent when published.
 type Stats struct {
 	FramesSent, BytesSent          uint64
 	FramesReceived, BytesReceived  uint64
-	Wakeups                        uint64 // eventfd writes to wake the peer for frames
-	RoomWakeups                    uint64 // eventfd writes to tell the peer of room
+	Wakeups                        uint64 // doorbells rung to wake the peer for frames
+	RoomWakeups                    uint64 // doorbells rung to tell the peer of room
 	ExpectationsSent               uint64 // expectations announced (application's end)
 	ExpectationsReceived           uint64 // expectations taken (daemon's end)
 	PlacedSent, PlacedReceived     uint64 // frames whose payload the daemon placed
@@ -108,7 +112,7 @@ type txSide struct {
 	held   bool   // TxBuf lent slot next
 	frames uint64 // written since the last publish
 	bytes  uint64
-	peerFD int // the consumer's eventfd
+	peerFD int // the write end of the consumer's doorbell pipe
 
 	sent, sentBytes, wakeups, full atomic.Uint64
 	expects, placed                atomic.Uint64
@@ -123,12 +127,12 @@ type txSide struct {
 // rxSide is the consuming half of an End, used by the receiving goroutine.
 type rxSide struct {
 	shared
-	next  uint32 // private consumer: the next slot to read
-	ready uint32 // frames up to this index were found published
-	held  uint32 // frames lent by RecvZC
-	armed bool   // we set our sleeping flag and have not cleared it
-	drain [8]byte
-	pfd   [1]unix.PollFd
+	next  uint32         // private consumer: the next slot to read
+	ready uint32         // frames up to this index were found published
+	held  uint32         // frames lent by RecvZC
+	armed bool           // we set our sleeping flag and have not cleared it
+	drain [64]byte       // what a drain reads of the doorbell pipe at a time
+	pfd   [2]unix.PollFd // waitFD, wakeFD
 	ts    unix.Timespec
 
 	// flags the peer may set on this ring (flagExpect from the
@@ -158,13 +162,14 @@ type End struct {
 	failed atomic.Pointer[error]
 	bad    atomic.Uint64
 	mem    atomic.Pointer[[]MemRegion] // SetMemRegions
-	waitFD int
+	waitFD int                         // the read end of this End's doorbell pipe
+	wakeFD int                         // an eventfd of this End's only, for Fail to wake Wait
 	name   string
 	region *Region
 }
 
-func newEnd(r *Region, name string, mem []byte, l layout, txRing, rxRing int, waitFD, peerFD int) *End {
-	e := &End{waitFD: waitFD, name: name, region: r}
+func newEnd(r *Region, name string, mem []byte, l layout, txRing, rxRing int, waitFD, peerFD, wakeFD int) *End {
+	e := &End{waitFD: waitFD, wakeFD: wakeFD, name: name, region: r}
 	e.tx.shared = mapRing(mem, l, txRing)
 	e.tx.peerFD = peerFD
 	e.tx.lens = make([]uint32, l.slots)
@@ -177,6 +182,7 @@ func newEnd(r *Region, name string, mem []byte, l layout, txRing, rxRing int, wa
 	e.rx.next = e.rx.shared.cons.Load()
 	e.rx.ready = e.rx.next
 	e.rx.pfd[0] = unix.PollFd{Fd: int32(waitFD), Events: unix.POLLIN}
+	e.rx.pfd[1] = unix.PollFd{Fd: int32(wakeFD), Events: unix.POLLIN}
 	e.rx.allowed = flagPlaced
 	if rxRing == ringFromApp {
 		e.rx.allowed = flagExpect | flagGather
@@ -189,8 +195,9 @@ func newEnd(r *Region, name string, mem []byte, l layout, txRing, rxRing int, wa
 // MaxFrame is the slot size: the largest frame either direction carries.
 func (e *End) MaxFrame() int { return int(e.tx.slot) }
 
-// FD is the eventfd this End waits on, for a caller that polls it itself
-// after PrepareWait.
+// FD is the read end of the pipe this End waits on, for a caller that
+// polls it itself after PrepareWait. Fail does not wake such a poll (it
+// wakes Wait only); the peer closing its end does (POLLHUP).
 func (e *End) FD() int { return e.waitFD }
 
 // Err returns the error the End failed with (Fail, or a corrupt ring),
@@ -207,13 +214,14 @@ func (e *End) err() error {
 
 // Fail makes the End fail: later Send, Recv, Flush and Wait return err, or
 // ErrGone when err is nil, RecvZC returns 0 and TxBuf nil. The first
-// failure sticks. It wakes a Wait in progress. Any goroutine may call it.
+// failure sticks. It wakes a Wait in progress (through an eventfd of the
+// End's own, which no other process holds). Any goroutine may call it.
 func (e *End) Fail(err error) {
 	if err == nil {
 		err = ErrGone
 	}
-	if e.failed.CompareAndSwap(nil, &err) && !e.region.fdsClosed.Load() {
-		_, _ = unix.Write(e.waitFD, one[:])
+	if e.failed.CompareAndSwap(nil, &err) && !e.region.fdsClosed.Load() && e.wakeFD >= 0 {
+		_, _ = unix.Write(e.wakeFD, one[:])
 	}
 }
 
@@ -282,7 +290,7 @@ func (e *End) publish() {
 	// After the stores: the consumer sets its flag, then reads the
 	// next sequence word.
 	if t.shared.sleep.Load() != 0 && t.shared.sleep.Swap(0) != 0 {
-		_, _ = unix.Write(t.peerFD, one[:])
+		_, _ = unix.Write(t.peerFD, bell[:])
 		t.wakeups.Add(1)
 	}
 }
@@ -388,9 +396,9 @@ func (e *End) TxRoom() int {
 
 // PrepareRoom readies the End for a poll(2) on FD by a producer that
 // waits for room in its ring: it reports true when n slots are free (or
-// the End failed), and otherwise asks the consumer to write FD's eventfd
+// the End failed), and otherwise asks the consumer to ring this End's doorbell
 // when it next frees slots. Call it after PrepareWait, which drains the
-// eventfd: the other order could drain the doorbell rung for room.
+// doorbell: the other order could drain the doorbell rung for room.
 func (e *End) PrepareRoom(n int) bool {
 	t := &e.tx
 	want := uint32(min(max(n, 1), int(t.size)))
@@ -488,7 +496,7 @@ func (e *End) consumed(n uint32) {
 	// After the store: the producer sets its flag, then reads the
 	// consumer index.
 	if r.shared.room.Load() != 0 && r.shared.room.Swap(0) != 0 {
-		_, _ = unix.Write(e.tx.peerFD, one[:])
+		_, _ = unix.Write(e.tx.peerFD, bell[:])
 		r.roomWakeups.Add(1)
 	}
 }
@@ -591,8 +599,8 @@ func (e *End) ReleaseRx() {
 // PrepareWait readies the End for a poll(2) on FD by a caller that waits
 // on several descriptors at once: it reports true when frames are already
 // waiting (or the End failed: Recv tells why), and otherwise announces the
-// sleep to the producer, which will write the eventfd when it publishes.
-// It drains the eventfd first, so a doorbell rung for an earlier sleep does
+// sleep to the producer, which will ring the doorbell when it publishes.
+// It drains the doorbell first, so a doorbell rung for an earlier sleep does
 // not end this one. The timeout is returned unchanged.
 func (e *End) PrepareWait(timeout time.Duration) (bool, time.Duration) {
 	r := &e.rx
@@ -635,6 +643,10 @@ func (e *End) Wait(timeout time.Duration) error {
 		if !errors.Is(err, unix.EINTR) || time.Until(deadline) <= 0 || e.failed.Load() != nil {
 			break
 		}
+	}
+	if err == nil && r.pfd[0].Revents&(unix.POLLHUP|unix.POLLERR) != 0 && e.avail(r.held+1) <= r.held {
+		// Every writer of the doorbell closed it: the peer is gone.
+		e.Fail(ErrGone)
 	}
 	if e.failed.Load() != nil {
 		return e.err() // the region may be closed

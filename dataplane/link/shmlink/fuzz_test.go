@@ -76,11 +76,12 @@ func FuzzDaemonRecv(f *testing.F) {
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		// A fresh region, reusing the mapping: zeroed rings, new Ends.
 		clear(r.mem[headerSize:])
-		var drain [8]byte
-		unix.Read(r.fds[1], drain[:])
-		unix.Read(r.fds[2], drain[:])
-		r.app = newEnd(r, "app", r.mem, r.l, ringFromApp, ringToApp, r.fds[1], r.fds[2])
-		r.daemon = newEnd(r, "daemon", r.mem, r.l, ringToApp, ringFromApp, r.fds[2], r.fds[1])
+		var drain [4096]byte
+		for _, fd := range []int{r.fds[1], r.own[0], r.wake[0], r.wake[1]} {
+			unix.Read(fd, drain[:])
+		}
+		r.app = newEnd(r, "app", r.mem, r.l, ringFromApp, ringToApp, r.fds[1], r.fds[2], r.wake[0])
+		r.daemon = newEnd(r, "daemon", r.mem, r.l, ringToApp, ringFromApp, r.own[0], r.own[1], r.wake[1])
 		a, d := r.AppEnd(), r.DaemonEnd()
 		if n, err := a.Send([][]byte{frame(0, size), frame(1, size)}); n != 2 || err != nil {
 			t.Fatal(n, err)

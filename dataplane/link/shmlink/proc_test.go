@@ -40,14 +40,9 @@ func startHelper(t *testing.T, r *Region, mode string, n int) *exec.Cmd {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// os/exec puts the descriptors it passes into blocking mode, which is
-	// shared with ours: undo that (the child's Map does it too).
-	fds := r.FDs()
-	for _, fd := range fds[1:] {
-		if err := unix.SetNonblock(fd, true); err != nil {
-			t.Fatal(err)
-		}
-	}
+	// os/exec puts the descriptors it passes into blocking mode (the
+	// child's Map undoes it): the open file descriptions the daemon's End
+	// reads and writes are its own, and stay non-blocking.
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
 			cmd.Process.Kill()

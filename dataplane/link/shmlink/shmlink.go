@@ -1,7 +1,7 @@
 // Package shmlink is a link.Link between a softfabric daemon, which owns the
 // NIC, and one application process: whole Ethernet frames cross a shared
 // memory region (a sealed memfd) through two single-producer,
-// single-consumer rings, with an eventfd per side as the doorbell.
+// single-consumer rings, with a pipe per side as the doorbell.
 //
 // The daemon calls Create, sends the three descriptors of FDs to the
 // application (SCM_RIGHTS over a unix socket, done elsewhere) and drives
@@ -51,10 +51,10 @@
 // when the ring looks full. Go's sync/atomic operations are sequentially
 // consistent, at least as strong as acquire/release.
 //
-// A consumer about to sleep (PrepareWait, Wait) drains its eventfd, sets
+// A consumer about to sleep (PrepareWait, Wait) drains its doorbell, sets
 // its sleeping flag, then reads the next slot's sequence word again; a
 // producer stores its sequence words and index, then reads the flag and,
-// when it is set, clears it and writes the consumer's eventfd. Both orders
+// when it is set, clears it and rings the consumer's doorbell. Both orders
 // are store-then-load with sequentially consistent atomics, so either the
 // consumer sees the new frames or the producer sees the flag: a wakeup is
 // never lost, and it is rung once per sleep, not once per frame.
@@ -64,8 +64,26 @@
 // round: it sets the waiting-for-room flag, then reads the consumer index
 // again; a consumer stores its index, then reads the flag (on the line it
 // just wrote, so it costs nothing while the flag is clear) and, when it is
-// set, clears it and writes the producer's eventfd. Each End has one
-// eventfd to wait on, rung for frames to receive and for room to send.
+// set, clears it and rings the producer's doorbell. Each End has one
+// doorbell to wait on, rung for frames to receive and for room to send.
+//
+// # Doorbells
+//
+// Each side's doorbell is a pipe: the peer writes a byte to ring it, the
+// side polls and drains the read end. The daemon keeps the read end of
+// its own and the write end of the application's; the application gets
+// the other two (FDs). O_NONBLOCK belongs to an open file description,
+// which descriptors passed between processes share, so the daemon's ends
+// are descriptions no other process holds: whatever the application does
+// to its own (clears O_NONBLOCK, drains them, fills the pipes from a
+// writer it opened itself), the daemon's reads and writes never block; a
+// full pipe only fails a write that was not needed. (Eventfds, as the
+// doorbells were, cannot be split so: the application held the very
+// descriptions the daemon read and wrote, and a blocking one stalled the
+// daemon's worker, and every application on its queue.) When every
+// writer of a doorbell closed it (the daemon exited, or dropped the
+// application), the reader's poll reports POLLHUP, and Wait fails the End
+// with ErrGone. Fail wakes a Wait through an eventfd of the End's own.
 //
 // # Trust
 //
@@ -82,7 +100,7 @@
 // application. The region is sealed against shrinking and growing, so the
 // application cannot make the daemon's mapping fault. The application's
 // sleeping flag and its waiting-for-room flag are only hints: setting
-// either always costs the daemon an eventfd write per batch, clearing
+// either always costs the daemon a doorbell write per batch, clearing
 // either only delays the application.
 //
 // The same checks run on the application's end (they cost a compare per
@@ -95,11 +113,8 @@
 //     daemon's end may change under its parser. The parser must be bounds
 //     checked (it is Go) and must not rely on a byte it checked staying the
 //     same when read again.
-//   - The eventfds share their open file description with the application,
-//     which can clear O_NONBLOCK on it, read the daemon's eventfd itself or
-//     fill the application's eventfd counter: the daemon's drain read or
-//     doorbell write could then block. A daemon that cannot accept that must
-//     watch its workers (or use doorbells whose blocking mode is per call).
+//   - The application can ring the daemon's doorbell as often as it likes:
+//     each ring wakes the daemon, as a frame would.
 //
 // # Concurrency
 //
@@ -220,10 +235,12 @@ func layoutFor(slots, slotSize uint32) layout {
 	return l
 }
 
-// Region is a mapped shared region and its eventfds, on either side.
+// Region is a mapped shared region and its doorbells, on either side.
 type Region struct {
 	mem    []byte
-	fds    [3]int // memfd, app eventfd, daemon eventfd
+	fds    [3]int // memfd, the app's doorbell's read end, the daemon's doorbell's write end
+	own    [2]int // the daemon's side only: its doorbell's read end, the app's doorbell's write end
+	wake   [2]int // the Ends' own eventfds (Fail): the app's, the daemon's
 	cfg    Config
 	l      layout
 	app    *End
@@ -234,8 +251,11 @@ type Region struct {
 
 // Create makes a region for the daemon's side: a sealed memfd of the
 // layout for cfg, mapped shared, with its header written and both rings
-// empty, and two eventfds, the one the application waits on and the one
-// the daemon waits on.
+// empty, and two doorbells, pipes: the one the application waits on and
+// the one the daemon waits on. FDs gives the application the read end of
+// its own and the write end of the daemon's; the daemon keeps the other
+// two, whose open file descriptions no other process holds, so that the
+// application cannot make the daemon's reads and writes of them block.
 func Create(name string, cfg Config) (*Region, error) {
 	if cfg.Slots == 0 {
 		cfg.Slots = DefaultSlots
@@ -253,9 +273,10 @@ func Create(name string, cfg Config) (*Region, error) {
 	if l.size > MaxRegionSize {
 		return nil, fmt.Errorf("shmlink: %d slots of %d bytes need %d bytes, over %d", cfg.Slots, cfg.SlotSize, l.size, MaxRegionSize)
 	}
-	fds := [3]int{-1, -1, -1}
+	fds, own := [3]int{-1, -1, -1}, [2]int{-1, -1}
 	fail := func(what string, err error) (*Region, error) {
-		closeFDs(fds)
+		closeFDs(fds[:])
+		closeFDs(own[:])
 		return nil, fmt.Errorf("shmlink: %s: %w", what, err)
 	}
 	var err error
@@ -268,11 +289,15 @@ func Create(name string, cfg Config) (*Region, error) {
 	if _, err := unix.FcntlInt(uintptr(fds[0]), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
 		return fail("sealing", err)
 	}
-	for i := 1; i < 3; i++ {
-		if fds[i], err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
-			return fail("eventfd", err)
-		}
+	var app, daemon [2]int
+	if err := unix.Pipe2(app[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		return fail("pipe2", err)
 	}
+	fds[1], own[1] = app[0], app[1]
+	if err := unix.Pipe2(daemon[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		return fail("pipe2", err)
+	}
+	own[0], fds[2] = daemon[0], daemon[1]
 	mem, err := unix.Mmap(fds[0], 0, int(l.size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return fail("mmap", err)
@@ -282,25 +307,31 @@ func Create(name string, cfg Config) (*Region, error) {
 	binary.LittleEndian.PutUint32(mem[hdrSlots:], l.slots)
 	binary.LittleEndian.PutUint32(mem[hdrSlotSize:], l.slotSize)
 	binary.LittleEndian.PutUint64(mem[hdrTotal:], l.size)
-	return newRegion(mem, fds, l), nil
+	r, err := newRegion(mem, fds, own, l)
+	if err != nil {
+		_ = unix.Munmap(mem)
+		return fail("eventfd", err)
+	}
+	return r, nil
 }
 
 // Map maps a region made by Create, from its three descriptors as FDs
-// returns them, for the application's side. It takes ownership of the
+// returns them, for the application's side (whose DaemonEnd has no
+// doorbells and must not be used). It takes ownership of the
 // descriptors: Close closes them, and so does Map when it fails. It checks
 // the header against the file (magic, version, sizes, that the layout fits)
 // and that both rings hold a possible number of frames; its errors wrap
 // ErrBadRegion.
 func Map(fds [3]int) (*Region, error) {
 	fail := func(format string, args ...any) (*Region, error) {
-		closeFDs(fds)
+		closeFDs(fds[:])
 		return nil, fmt.Errorf("%w: "+format, append([]any{ErrBadRegion}, args...)...)
 	}
 	for i := 1; i < 3; i++ {
 		// The daemon made them non-blocking; a hand-over through
 		// os/exec may have cleared that on the shared description.
 		if err := unix.SetNonblock(fds[i], true); err != nil {
-			return fail("eventfd %d: %w", fds[i], err)
+			return fail("doorbell %d: %w", fds[i], err)
 		}
 	}
 	var st unix.Stat_t
@@ -322,7 +353,12 @@ func Map(fds [3]int) (*Region, error) {
 		_ = unix.Munmap(mem)
 		return fail("%s", msg)
 	}
-	return newRegion(mem, fds, l), nil
+	r, err := newRegion(mem, fds, [2]int{-1, -1}, l)
+	if err != nil {
+		_ = unix.Munmap(mem)
+		return fail("%w", err)
+	}
+	return r, nil
 }
 
 // checkHeader validates the header of mem, the whole file, and returns its
@@ -365,14 +401,24 @@ func checkIndices(mem []byte, l layout) string {
 	return ""
 }
 
-func newRegion(mem []byte, fds [3]int, l layout) *Region {
-	r := &Region{mem: mem, fds: fds, l: l, cfg: Config{Slots: int(l.slots), SlotSize: int(l.slotSize)}}
-	r.app = newEnd(r, "app", mem, l, ringFromApp, ringToApp, fds[1], fds[2])
-	r.daemon = newEnd(r, "daemon", mem, l, ringToApp, ringFromApp, fds[2], fds[1])
-	return r
+// newRegion makes the Ends of a mapped region, and their wake-up
+// eventfds.
+func newRegion(mem []byte, fds [3]int, own [2]int, l layout) (*Region, error) {
+	r := &Region{mem: mem, fds: fds, own: own, wake: [2]int{-1, -1}, l: l, cfg: Config{Slots: int(l.slots), SlotSize: int(l.slotSize)}}
+	for i := range r.wake {
+		fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+		if err != nil {
+			closeFDs(r.wake[:])
+			return nil, fmt.Errorf("shmlink: eventfd: %w", err)
+		}
+		r.wake[i] = fd
+	}
+	r.app = newEnd(r, "app", mem, l, ringFromApp, ringToApp, fds[1], fds[2], r.wake[0])
+	r.daemon = newEnd(r, "daemon", mem, l, ringToApp, ringFromApp, own[0], own[1], r.wake[1])
+	return r, nil
 }
 
-func closeFDs(fds [3]int) {
+func closeFDs(fds []int) {
 	for _, fd := range fds {
 		if fd >= 0 {
 			_ = unix.Close(fd)
@@ -380,20 +426,21 @@ func closeFDs(fds [3]int) {
 	}
 }
 
-// FDs returns the memfd, the application's eventfd and the daemon's
-// eventfd, to send to the application. They stay owned by the Region.
+// FDs returns the memfd, the read end of the application's doorbell and
+// the write end of the daemon's, to send to the application. They stay
+// owned by the Region.
 func (r *Region) FDs() [3]int { return r.fds }
 
 // Config returns the region's sizes.
 func (r *Region) Config() Config { return r.cfg }
 
 // AppEnd is the application's end: it sends on the from-app ring, receives
-// from the to-app ring and waits on the application's eventfd. Every call
+// from the to-app ring and waits on the application's doorbell. Every call
 // returns the same End.
 func (r *Region) AppEnd() *End { return r.app }
 
 // DaemonEnd is the daemon's end: it sends on the to-app ring, receives from
-// the from-app ring and waits on the daemon's eventfd. Every call returns
+// the from-app ring and waits on the daemon's doorbell. Every call returns
 // the same End.
 func (r *Region) DaemonEnd() *End { return r.daemon }
 
@@ -415,7 +462,10 @@ func (r *Region) Close() error {
 		errs = append(errs, fmt.Errorf("shmlink: munmap: %w", err))
 	}
 	r.mem = nil
-	for _, fd := range r.fds {
+	for _, fd := range append(append(r.fds[:], r.own[:]...), r.wake[:]...) {
+		if fd < 0 {
+			continue
+		}
 		if err := unix.Close(fd); err != nil {
 			errs = append(errs, fmt.Errorf("shmlink: close: %w", err))
 		}

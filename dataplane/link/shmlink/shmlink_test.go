@@ -5,7 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -111,8 +114,15 @@ func TestCreateConfig(t *testing.T) {
 	if e := r.AppEnd(); e.MaxFrame() != DefaultSlotSize || e.TxBufSize() != DefaultSlotSize || e != r.AppEnd() {
 		t.Error("AppEnd sizes or identity")
 	}
-	if r.AppEnd().FD() != r.FDs()[1] || r.DaemonEnd().FD() != r.FDs()[2] {
-		t.Error("FD() is not the End's eventfd")
+	// The application waits on the read end of its doorbell, which it is
+	// given; the daemon on its own doorbell's read end, which stays with it.
+	if given := r.FDs(); r.AppEnd().FD() != given[1] || slices.Contains(given[:], r.DaemonEnd().FD()) || r.DaemonEnd().FD() < 0 {
+		t.Error("FD() is not the End's doorbell")
+	}
+	for _, fd := range []int{r.FDs()[1], r.FDs()[2], r.DaemonEnd().FD()} {
+		if target, _ := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd)); !strings.HasPrefix(target, "pipe:") {
+			t.Errorf("doorbell %d is %q, not a pipe", fd, target)
+		}
 	}
 	// Layout: everything aligned, nothing overlapping.
 	l := r.l
@@ -756,6 +766,123 @@ func TestNoLostRoomWakeup(t *testing.T) {
 	t.Logf("%d frames through a 4-slot ring, %d room wakeups", frames, w)
 	if w == 0 {
 		t.Error("no room wakeups: the producer never slept")
+	}
+}
+
+// TestHostileDoorbells: whatever the application does to the doorbell
+// descriptors it is given (makes them blocking, drains the daemon's,
+// fills both pipes from writers of its own), the daemon's End never
+// blocks on them: it drains, rings and waits for room as before.
+func TestHostileDoorbells(t *testing.T) {
+	r := newTestRegion(t, Config{Slots: 4, SlotSize: 256})
+	var given [3]int
+	for i, fd := range r.FDs() {
+		d, err := unix.Dup(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Close(d) })
+		given[i] = d
+	}
+	m, err := Map(given)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	d, a := r.DaemonEnd(), m.AppEnd()
+	// The application fills its own doorbell from a writer it opens, and
+	// the daemon's through the write end it was given; then makes them
+	// all blocking.
+	w, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", given[1]), unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(w)
+	junk := make([]byte, 4096)
+	for _, fd := range []int{w, given[2]} {
+		for {
+			if _, err := unix.Write(fd, junk); errors.Is(err, unix.EAGAIN) {
+				break
+			} else if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, fd := range []int{w, given[1], given[2]} {
+		if err := unix.SetNonblock(fd, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		// Drain the daemon's doorbell (full), a little at each look, and
+		// go on reading it empty.
+		for range 2048 {
+			if ready, _ := d.PrepareWait(time.Second); ready {
+				done <- errors.New("frames from nowhere")
+				return
+			}
+		}
+		// Ring the application's (full) while it announces sleeps.
+		for i := range 8 {
+			a.PrepareWait(time.Second)
+			if n, err := d.Send([][]byte{frame(i, 256)}); err != nil || n != 1 && i < 4 {
+				done <- fmt.Errorf("send %d: %d, %v", i, n, err)
+				return
+			}
+		}
+		if d.PrepareRoom(1) {
+			done <- errors.New("room in a full ring")
+			return
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		// Free it, so that the test can end.
+		for _, fd := range []int{w, given[1], given[2]} {
+			unix.SetNonblock(fd, true)
+		}
+		unix.Write(given[2], junk[:1])
+		unix.Read(given[1], junk)
+		t.Fatal("the daemon's End blocked on the application's doorbells")
+	}
+	if w := d.Stats().Wakeups; w == 0 {
+		t.Error("the daemon rang no doorbell: the test tested nothing")
+	}
+}
+
+// TestWaitPeerGone: once every writer of its doorbell closed it (the
+// daemon exited, or dropped the application), Wait fails with ErrGone at
+// once, instead of waking, finding nothing, and waking again.
+func TestWaitPeerGone(t *testing.T) {
+	r, err := Create("gone", Config{Slots: 4, SlotSize: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var given [3]int
+	for i, fd := range r.FDs() {
+		if given[i], err = unix.Dup(fd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := Map(given)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	a := m.AppEnd()
+	if err := a.Wait(10 * time.Millisecond); err != nil {
+		t.Fatalf("Wait with the daemon there: %v", err)
+	}
+	r.Close()
+	start := time.Now()
+	if err := a.Wait(5 * time.Second); !errors.Is(err, ErrGone) || time.Since(start) > time.Second {
+		t.Fatalf("Wait after the daemon closed: %v after %v", err, time.Since(start))
 	}
 }
 
