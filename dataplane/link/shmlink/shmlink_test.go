@@ -549,21 +549,25 @@ func TestNoLostWakeup(t *testing.T) {
 	}
 }
 
+// pollFD reports whether fd is readable within timeout.
+func pollFD(t *testing.T, fd int, timeout time.Duration) bool {
+	t.Helper()
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	ts := unix.NsecToTimespec(int64(timeout))
+	n, err := unix.Ppoll(fds, &ts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n == 1
+}
+
 // TestPrepareWaitDrains polls FD after PrepareWait as a device's sleeper
-// does, without reading the eventfd itself: a doorbell ends one sleep
+// does, without reading the doorbell itself: a doorbell ends one sleep
 // only.
 func TestPrepareWaitDrains(t *testing.T) {
 	r := newTestRegion(t, Config{Slots: 8, SlotSize: 256})
 	tx, rx := r.DaemonEnd(), r.AppEnd()
-	poll := func(timeout time.Duration) bool {
-		fds := []unix.PollFd{{Fd: int32(rx.FD()), Events: unix.POLLIN}}
-		ts := unix.NsecToTimespec(int64(timeout))
-		n, err := unix.Ppoll(fds, &ts, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n == 1
-	}
+	poll := func(timeout time.Duration) bool { return pollFD(t, rx.FD(), timeout) }
 	in, sizes := bufs(8, 256)
 	for round := range 3 {
 		if ready, d := rx.PrepareWait(time.Second); ready || d != time.Second {
@@ -618,19 +622,11 @@ func TestPrepareWaitDrains(t *testing.T) {
 }
 
 // TestPrepareRoom: a producer that finds the ring full asks to be told of
-// room, and the consumer's next release rings its eventfd, once.
+// room, and the consumer's next release rings its doorbell, once.
 func TestPrepareRoom(t *testing.T) {
 	r := newTestRegion(t, Config{Slots: 4, SlotSize: 256})
 	tx, rx := r.DaemonEnd(), r.AppEnd()
-	poll := func(timeout time.Duration) bool {
-		fds := []unix.PollFd{{Fd: int32(tx.FD()), Events: unix.POLLIN}}
-		ts := unix.NsecToTimespec(int64(timeout))
-		n, err := unix.Ppoll(fds, &ts, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n == 1
-	}
+	poll := func(timeout time.Duration) bool { return pollFD(t, tx.FD(), timeout) }
 	if !tx.PrepareRoom(4) {
 		t.Fatal("PrepareRoom on an empty ring")
 	}
