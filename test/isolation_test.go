@@ -292,3 +292,35 @@ func findMemfd(t *testing.T, name string) int {
 	}
 	return found
 }
+
+// TestDaemonMaxApps: a daemon started with `up --max-apps 2` refuses a
+// third application with an error that says why, and takes one again
+// once another left.
+func TestDaemonMaxApps(t *testing.T) {
+	p := setup(t, netnstest.Options{}, false)
+	upWith(t, []string{"--max-apps", "2"}, p.A)
+	first, _ := open(t, p.A), open(t, p.A)
+	var err error
+	if err := p.A.Do(func() error {
+		var d *device.Device
+		d, err = device.OpenAny(p.A.Iface, device.OpenOptions{})
+		if err == nil {
+			d.Close()
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(err, daemonapi.ErrInvalid) || !strings.Contains(err.Error(), "already serves 2 applications") {
+		t.Fatalf("a third application: %v", err)
+	}
+	first.d.Close()
+	deadline := time.Now().Add(2 * time.Second)
+	for daemonApps(t, p.A) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the first application still attached 2 s after it closed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	open(t, p.A)
+}

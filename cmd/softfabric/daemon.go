@@ -30,6 +30,7 @@ type daemonOpts struct {
 	cpus    string
 	group   string
 	metrics string
+	maxApps int
 }
 
 func daemonFlags() *flag.FlagSet { return daemonFlagSet(new(daemonOpts)) }
@@ -46,6 +47,18 @@ func (o *daemonOpts) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.cpus, "cpus", "", "pin the daemon's workers to these CPUs (e.g. 2-5,8)")
 	fs.StringVar(&o.group, "group", "", "let members of this group attach to the daemon besides root")
 	fs.StringVar(&o.metrics, "metrics", "", "the daemon serves Prometheus metrics on this address (e.g. 127.0.0.1:9435), at /metrics")
+	fs.IntVar(&o.maxApps, "max-apps", 0, "serve at most this many applications at once (default 256)")
+}
+
+// check reports a bad flag of the daemon's in a usage error.
+func (o *daemonOpts) check() error {
+	if _, err := parseCPUList(o.cpus); err != nil {
+		return usagef("--cpus: %v", err)
+	}
+	if o.maxApps < 0 {
+		return usagef("--max-apps %d: want a positive number", o.maxApps)
+	}
+	return nil
 }
 
 // daemonLog is the daemon's log file in the run directory, when up
@@ -64,17 +77,17 @@ func cmdDaemon(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cpus, err := parseCPUList(o.cpus)
-	if err != nil {
-		return usagef("--cpus: %v", err)
+	if err := o.check(); err != nil {
+		return err
 	}
+	cpus, _ := parseCPUList(o.cpus)
 	if err := needRoot(); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	logger := log.New(stderr, "softfabric daemon: ", log.LstdFlags)
-	return daemon.Run(ctx, daemon.Config{Iface: iface, Queues: o.queues, CPUs: cpus, Group: o.group, Metrics: o.metrics, Logf: logger.Printf},
+	return daemon.Run(ctx, daemon.Config{Iface: iface, Queues: o.queues, CPUs: cpus, Group: o.group, Metrics: o.metrics, MaxApps: o.maxApps, Logf: logger.Printf},
 		func(d *daemon.Daemon) {
 			logger.Printf("serving %s (pid %d, socket %s)", iface, os.Getpid(), daemonapi.SocketPath(d.RunDir()))
 		})
@@ -99,6 +112,9 @@ func startDaemon(iface, runDir string, o daemonOpts) (int, error) {
 	}
 	if o.metrics != "" {
 		args = append(args, "--metrics", o.metrics)
+	}
+	if o.maxApps > 0 {
+		args = append(args, "--max-apps", strconv.Itoa(o.maxApps))
 	}
 	logPath := filepath.Join(runDir, daemonLog)
 	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)

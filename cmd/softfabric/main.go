@@ -23,7 +23,7 @@ Usage:
 
 Commands:
   up IFACE [--mode auto|native|generic]     attach the classifier to IFACE, pin its maps and start
-                                            its daemon (--no-daemon: none; --group, --metrics)
+                                            its daemon (--no-daemon: none; --group, --metrics, --max-apps)
   daemon IFACE                              run the daemon in the foreground (for systemd)
   down IFACE [--force]                      stop the daemon, detach, remove every trace
   status [IFACE] [--json]                   device facts, GIDs, contexts, QPs, counters

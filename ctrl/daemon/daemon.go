@@ -76,6 +76,13 @@ type Config struct {
 	Group string
 	// Slots and SlotSize size each application's rings (0: defaults).
 	Slots, SlotSize int
+	// MaxApps is how many applications may be attached at once (0:
+	// defaultMaxApps); one more is refused.
+	MaxApps int
+	// MaxRegions is how many shared memory regions the daemon maps for
+	// all its applications together (0: half of vm.max_map_count); one
+	// more is refused.
+	MaxRegions int
 	// Metrics, if set, is the address to serve Prometheus metrics on
 	// (/metrics).
 	Metrics string
@@ -544,7 +551,13 @@ func (d *Daemon) attach(c *net.UnixConn, req daemonapi.Request) (*app, error) {
 		a.ends = append(a.ends, r.DaemonEnd())
 	}
 	d.mu.Lock()
-	next := append(slices.Clone(*d.apps.Load()), a)
+	cur := *d.apps.Load()
+	if n := d.maxApps(); len(cur) >= n {
+		d.mu.Unlock()
+		a.release()
+		return nil, fmt.Errorf("%w: the daemon already serves %d applications, its limit (up --max-apps)", daemonapi.ErrInvalid, n)
+	}
+	next := append(slices.Clone(cur), a)
 	d.apps.Store(&next)
 	d.mu.Unlock()
 	for _, w := range d.workers {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -20,6 +22,60 @@ const (
 	maxMemRegions = 1024
 	maxMemBytes   = 64 << 30
 )
+
+// The daemon as a whole maps at most half of vm.max_map_count regions
+// for its applications (each MR of an application using fabric's
+// allocator is one): past the limit the kernel refuses the daemon's own
+// mappings too, and the Go runtime dies when its heap cannot grow. An
+// MPI job's 64 ranks with 1024 regions each would pass the default
+// 65530; with the limit, the region past it is refused, with an error,
+// and the daemon serves on. The rings (a mapping per application and
+// queue), the Go runtime and the rest keep the other half.
+const defaultMaxMapCount = 65530
+
+// mapLimit is the most shared memory regions the daemon maps for all its
+// applications together: half of vm.max_map_count.
+var mapLimit = func() int {
+	n := defaultMaxMapCount
+	if b, err := os.ReadFile("/proc/sys/vm/max_map_count"); err == nil {
+		if v, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && v > 0 {
+			n = v
+		}
+	}
+	return n / 2
+}()
+
+// defaultMaxApps is how many applications a daemon serves at once unless
+// Config.MaxApps says otherwise: each is polled on every pass of every
+// worker, and has a ring mapping per queue.
+const defaultMaxApps = 256
+
+func (d *Daemon) maxApps() int {
+	if d.cfg.MaxApps > 0 {
+		return d.cfg.MaxApps
+	}
+	return defaultMaxApps
+}
+
+func (d *Daemon) regionLimit() int {
+	if d.cfg.MaxRegions > 0 {
+		return d.cfg.MaxRegions
+	}
+	return mapLimit
+}
+
+// regionsMapped is how many shared memory regions the daemon maps for
+// the applications it serves (those going away may still hold some for
+// a moment). d.mu held.
+func (d *Daemon) regionsMapped() int {
+	n := 0
+	if apps := d.apps.Load(); apps != nil {
+		for _, a := range *apps {
+			n += len(*a.mem.Load())
+		}
+	}
+	return n
+}
 
 // memOp adds or deletes one of a's shared memory regions; add_memory's
 // descriptors are fds, which it closes.
@@ -49,6 +105,9 @@ func (d *Daemon) addMemory(a *app, id uint32, size uint64, fds []int) error {
 	}
 	if len(cur) >= maxMemRegions {
 		return fmt.Errorf("%w: memory region %d: the application has %d regions, the most it may", daemonapi.ErrInvalid, id, len(cur))
+	}
+	if n := d.regionsMapped(); n >= d.regionLimit() {
+		return fmt.Errorf("%w: memory region %d: the daemon maps %d regions for its applications, the most it may (half of vm.max_map_count)", daemonapi.ErrInvalid, id, n)
 	}
 	if total := memBytes(cur); size > maxMemBytes-total {
 		return fmt.Errorf("%w: memory region %d: %d bytes more than the %d shared would pass the limit of %d", daemonapi.ErrInvalid,

@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/softfabric/softfabric/internal/memfdtest"
@@ -130,4 +131,58 @@ func TestMemoryBookkeeping(t *testing.T) {
 		t.Fatalf("%d regions after release", n)
 	}
 	a.release() // twice: nothing left to unmap
+}
+
+// TestDaemonLimits: past Config.MaxApps applications, an attachment is
+// refused with an error that says why; past Config.MaxRegions shared
+// memory regions for all applications together, a region is refused
+// whichever application asks, and accepted again once another is gone.
+func TestDaemonLimits(t *testing.T) {
+	d := &Daemon{cfg: Config{MaxApps: 2, MaxRegions: 3}, gid: -1}
+	d.apps.Store(&[]*app{})
+	var apps []*app
+	for i := range 3 {
+		c, peer, err := daemonapi.SocketPair()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		defer peer.Close()
+		a, err := d.attach(c, daemonapi.Request{Op: daemonapi.OpAttach, Version: daemonapi.Version, Name: "limits"})
+		if i < 2 {
+			if err != nil {
+				t.Fatalf("attachment %d: %v", i, err)
+			}
+			apps = append(apps, a)
+			continue
+		}
+		if !errors.Is(err, daemonapi.ErrInvalid) || !strings.Contains(err.Error(), "2 applications") {
+			t.Fatalf("a third attachment past MaxApps 2: %v", err)
+		}
+	}
+	if n := len(*d.apps.Load()); n != 2 {
+		t.Fatalf("%d applications attached", n)
+	}
+	fd := memfdtest.New(t, "softfabric-test", page, sealed)
+	for i, a := range []*app{apps[0], apps[0], apps[1]} {
+		if err := d.addMemory(a, uint32(10+i), uint64(page), []int{dup(t, fd)}); err != nil {
+			t.Fatalf("region %d: %v", i, err)
+		}
+	}
+	err := d.addMemory(apps[1], 20, uint64(page), []int{dup(t, fd)})
+	if !errors.Is(err, daemonapi.ErrInvalid) || !strings.Contains(err.Error(), "3 regions") {
+		t.Fatalf("a fourth region past MaxRegions 3: %v", err)
+	}
+	if err := d.deleteMemory(apps[0], 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.addMemory(apps[1], 20, uint64(page), []int{dup(t, fd)}); err != nil {
+		t.Fatalf("a region after another was deleted: %v", err)
+	}
+	for _, a := range apps {
+		a.release()
+	}
+	if mapLimit < 1000 {
+		t.Errorf("the daemon would map at most %d regions (half of vm.max_map_count)", mapLimit)
+	}
 }
