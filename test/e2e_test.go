@@ -30,6 +30,9 @@ func TestMain(m *testing.M) {
 	if iface := os.Getenv(memAppEnv); iface != "" {
 		os.Exit(memApp(iface))
 	}
+	if path := os.Getenv(floodEnv); path != "" {
+		os.Exit(flood(path))
+	}
 	bin, cleanup, err := sfbin.Build("../cmd/softfabric")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

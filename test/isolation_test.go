@@ -4,8 +4,12 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,11 +17,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/softfabric/softfabric/ctrl"
 	"github.com/softfabric/softfabric/ctrl/daemonapi"
 	"github.com/softfabric/softfabric/dataplane/verbs"
 	"github.com/softfabric/softfabric/dataplane/wire"
 	"github.com/softfabric/softfabric/device"
 	"github.com/softfabric/softfabric/internal/netnstest"
+	"github.com/softfabric/softfabric/internal/syncbuf"
 )
 
 // driveAll runs every device until done or the deadline.
@@ -323,4 +329,134 @@ func TestDaemonMaxApps(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	open(t, p.A)
+}
+
+// floodEnv names the control socket when this test binary runs as flood.
+const floodEnv = "SOFTFABRIC_TEST_FLOOD"
+
+// floodConns is how many connections flood opens.
+const floodConns = 300
+
+// flood is the user TestDaemonConnectionFlood runs as nobody: it opens
+// floodConns connections to the daemon's control socket at path, asks
+// nothing on all but the first (which asks for statistics and prints the
+// answer), and prints how many the daemon closed within 4 s.
+func flood(path string) int {
+	var conns []*net.UnixConn
+	for range floodConns {
+		c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: path, Net: "unixpacket"})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		conns = append(conns, c)
+	}
+	fmt.Println("connected")
+	_ = conns[0].SetDeadline(time.Now().Add(4 * time.Second))
+	rep, _, err := daemonapi.Call(conns[0], daemonapi.Request{Op: daemonapi.OpStats})
+	if err == nil {
+		err = rep.Error()
+	}
+	fmt.Println("stats:", err)
+	deadline := time.Now().Add(4 * time.Second)
+	closed := 0
+	var b [512]byte
+	for _, c := range conns {
+		_ = c.SetReadDeadline(deadline)
+		for {
+			if _, err := c.Read(b[:]); err != nil {
+				if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
+					closed++
+				}
+				break
+			}
+		}
+	}
+	fmt.Println("closed:", closed)
+	return 0
+}
+
+// TestDaemonConnectionFlood: a user the daemon does not admit opens
+// hundreds of connections to its control socket (which any local user
+// may reach) and holds them. The daemon answers what it asks with the
+// refusal, closes every connection within its limit (2 s), and an
+// application of root attaches and works meanwhile.
+func TestDaemonConnectionFlood(t *testing.T) {
+	p := setup(t, netnstest.Options{}, false)
+	up(t, p.A, p.B)
+	var path string
+	if err := p.A.Do(func() error {
+		ns, err := ctrl.NetNSID()
+		path = daemonapi.SocketPath(ctrl.RunDir(ns, p.A.Iface))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The test binary where user nobody can run it.
+	dir, err := os.MkdirTemp("", "softfabric-flood")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "flood")
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run=^$")
+	cmd.Env = append(os.Environ(), floodEnv+"="+path)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	var out, serr syncbuf.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &serr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "connected"); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the flood did not connect: %s %s", out.String(), serr.String())
+		}
+	}
+	// Meanwhile root's applications attach and work.
+	a, b2 := open(t, p.A), open(t, p.B)
+	qa, _ := rcPair(t, a, b2, verbs.NewRecvQueue(16), verbs.NewRecvQueue(16))
+	wr := verbs.SendWR{Op: verbs.OpWrite, Flags: verbs.Signaled, SGL: sge(a.buf, 0, 64), RemoteAddr: b2.buf.Addr(), RKey: b2.buf.RKey()}
+	if err := qa.PostSend(&wr); err != nil {
+		t.Fatal(err)
+	}
+	if c := pollAll(t, []*end{a, b2}, a.scq, 1); c[0].Status != verbs.Success {
+		t.Fatalf("a write beside the flood: %v", c[0].Status)
+	}
+	select {
+	case <-exited:
+		if waitErr != nil {
+			t.Fatalf("the flood: %v: %s", waitErr, serr.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the flood did not end")
+	}
+	st := daemonStats(t, p.A)
+	t.Logf("the flood: %s; the daemon refused %d connections, closed %d at once", strings.ReplaceAll(strings.TrimSpace(out.String()), "\n", "; "), st.Refused, st.Dropped)
+	if !strings.Contains(out.String(), "stats: not allowed to use this softfabric daemon: user nobody is not root") {
+		t.Errorf("the flood's request was not refused: %s", out.String())
+	}
+	if !strings.Contains(out.String(), fmt.Sprintf("closed: %d\n", floodConns)) {
+		t.Errorf("the daemon did not close every connection of the flood within 4 s: %s", out.String())
+	}
+	if st.Refused+st.Dropped < floodConns {
+		t.Errorf("the daemon counted %d refused and %d dropped connections of %d", st.Refused, st.Dropped, floodConns)
+	}
 }

@@ -112,6 +112,11 @@ type Daemon struct {
 	mu     sync.Mutex // guards app set changes and owner writes
 	nextID uint32
 	conns  map[*net.UnixConn]struct{}
+	// refusing is how many of conns are of users it does not admit;
+	// refused and dropped count such connections, and those it closed at
+	// once, past its limits (daemonapi.Stats).
+	refusing         int
+	refused, dropped uint64
 
 	workers []*worker
 	running sync.WaitGroup // the workers' goroutines
@@ -417,35 +422,86 @@ func inGroup(pid, gid int) bool {
 	return false
 }
 
+// Connections to the control socket, which any local user may open (its
+// mode is 0666, so that a group can be admitted): those of users the
+// daemon admits, at most maxConns() at once, and of others, at most
+// maxRefused at once, each answered with its refusal and closed within
+// refuseWithin. Past either limit a connection is closed at once. So
+// users the daemon does not admit cannot use up its descriptors, nor
+// crowd out the ones it admits.
+const (
+	maxRefused   = 32
+	refuseWithin = 2 * time.Second
+)
+
+// maxConns is how many connections of admitted users the daemon keeps
+// at once: its applications' and some more (status queries, attaching).
+func (d *Daemon) maxConns() int { return d.maxApps() + 64 }
+
 func (d *Daemon) accept() {
 	for {
 		c, err := d.ln.AcceptUnix()
 		if err != nil {
 			return
 		}
+		cred, authErr := d.authorize(c)
 		d.mu.Lock()
 		if d.ctx.Err() != nil {
 			d.mu.Unlock()
 			_ = c.Close()
 			return
 		}
+		if authErr != nil && d.refusing >= maxRefused || authErr == nil && len(d.conns)-d.refusing >= d.maxConns() {
+			d.dropped++
+			d.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
 		d.conns[c] = struct{}{}
+		if authErr != nil {
+			d.refusing++
+			d.refused++
+		}
 		d.mu.Unlock()
 		d.wg.Add(1)
 		go func() {
 			defer d.wg.Done()
-			d.serve(c)
+			if authErr != nil {
+				d.refuse(c, cred, authErr)
+			} else {
+				d.serve(c, cred)
+			}
 			d.mu.Lock()
 			delete(d.conns, c)
+			if authErr != nil {
+				d.refusing--
+			}
 			d.mu.Unlock()
 			_ = c.Close()
 		}()
 	}
 }
 
-// serve answers one connection: an attached application's, or a status
-// query's.
-func (d *Daemon) serve(c *net.UnixConn) {
+// refuse answers the first request of a connection of a user the daemon
+// does not admit (cred; nil when unknown) with err, which says why, and
+// returns: within refuseWithin, whatever the client does.
+func (d *Daemon) refuse(c *net.UnixConn, cred *unix.Ucred, err error) {
+	_ = c.SetDeadline(time.Now().Add(refuseWithin))
+	var req daemonapi.Request
+	fds, rerr := daemonapi.Read(c, &req)
+	closeFDs(fds)
+	if rerr != nil {
+		return
+	}
+	if req.Op == daemonapi.OpAttach && cred != nil {
+		d.logf("refused pid %d uid %d: %v", cred.Pid, cred.Uid, err)
+	}
+	_ = daemonapi.Write(c, daemonapi.Fail(err), nil)
+}
+
+// serve answers one connection of a user the daemon admits (cred): an
+// attached application's, or a status query's.
+func (d *Daemon) serve(c *net.UnixConn, cred *unix.Ucred) {
 	var a *app
 	defer func() {
 		if a != nil {
@@ -473,7 +529,7 @@ func (d *Daemon) serve(c *net.UnixConn) {
 				break
 			}
 			var err error
-			a, err = d.attach(c, req)
+			a, err = d.attach(c, cred, req)
 			if err != nil {
 				rep = daemonapi.Fail(err)
 				a = nil
@@ -521,16 +577,9 @@ func (d *Daemon) attachInfo(a *app) *daemonapi.AttachInfo {
 		GIDs: d.gids, Queues: len(d.workers), Slots: a.regions[0].Config().Slots, SlotSize: a.regions[0].Config().SlotSize}
 }
 
-func (d *Daemon) attach(c *net.UnixConn, req daemonapi.Request) (*app, error) {
+func (d *Daemon) attach(c *net.UnixConn, cred *unix.Ucred, req daemonapi.Request) (*app, error) {
 	if req.Version != daemonapi.Version {
 		return nil, fmt.Errorf("%w: the daemon speaks %d, the application %d", daemonapi.ErrVersion, daemonapi.Version, req.Version)
-	}
-	cred, err := d.authorize(c)
-	if err != nil {
-		if cred != nil {
-			d.logf("refused pid %d uid %d: %v", cred.Pid, cred.Uid, err)
-		}
-		return nil, err
 	}
 	d.mu.Lock()
 	d.nextID++
@@ -665,6 +714,7 @@ func (d *Daemon) stats() *daemonapi.Stats {
 	st.Workers = append(st.Workers, d.forwarderStats()...)
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	st.Refused, st.Dropped = d.refused, d.dropped
 	for _, a := range *d.apps.Load() {
 		as := daemonapi.AppStats{ID: a.id, PID: a.pid, UID: a.uid, Name: a.name, Since: a.since, Conns: len(*a.peers.Load()),
 			Transport: a.transport.Load()}

@@ -148,7 +148,7 @@ func TestDaemonLimits(t *testing.T) {
 		}
 		defer c.Close()
 		defer peer.Close()
-		a, err := d.attach(c, daemonapi.Request{Op: daemonapi.OpAttach, Version: daemonapi.Version, Name: "limits"})
+		a, err := d.attach(c, &unix.Ucred{Pid: int32(os.Getpid())}, daemonapi.Request{Op: daemonapi.OpAttach, Version: daemonapi.Version, Name: "limits"})
 		if i < 2 {
 			if err != nil {
 				t.Fatalf("attachment %d: %v", i, err)

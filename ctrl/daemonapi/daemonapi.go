@@ -22,6 +22,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -165,7 +166,8 @@ func (r *Reply) Error() error {
 	default:
 		base = ErrInvalid
 	}
-	return fmt.Errorf("%w: %s", base, r.Err)
+	// The daemon's message begins with the base error's, which %w adds.
+	return fmt.Errorf("%w: %s", base, strings.TrimPrefix(r.Err, base.Error()+": "))
 }
 
 // Fail builds the reply of an error, with the code of the error it wraps.
@@ -203,6 +205,11 @@ type Stats struct {
 	Since   time.Time     `json:"since"`
 	Workers []WorkerStats `json:"workers"`
 	Apps    []AppStats    `json:"apps"`
+	// Refused counts the control connections of users the daemon does
+	// not admit (each answered with its refusal), and Dropped those it
+	// closed at once, past its limits on connections.
+	Refused uint64 `json:"refused_connections"`
+	Dropped uint64 `json:"dropped_connections"`
 }
 
 // WorkerStats count a daemon worker's frames (one per queue).

@@ -54,7 +54,7 @@ func TestRoundTripWithDescriptors(t *testing.T) {
 func TestReplyErrors(t *testing.T) {
 	for _, base := range []error{ErrDenied, ErrQPNInUse, ErrVersion, ErrInvalid} {
 		r := Fail(fmt.Errorf("%w: because", base))
-		if err := r.Error(); !errors.Is(err, base) {
+		if err := r.Error(); !errors.Is(err, base) || err.Error() != base.Error()+": because" {
 			t.Errorf("%v through a reply: %v", base, err)
 		}
 	}
