@@ -387,20 +387,30 @@ func (d *Daemon) authorize(c *net.UnixConn) (*unix.Ucred, error) {
 	if cerr != nil {
 		return nil, cerr
 	}
-	if cred.Uid == 0 {
+	if cred.Uid == 0 || d.gid >= 0 && (int(cred.Gid) == d.gid || inGroup(int(cred.Pid), d.gid)) {
 		return cred, nil
 	}
-	if d.gid >= 0 && (int(cred.Gid) == d.gid || inGroup(int(cred.Pid), d.gid)) {
-		return cred, nil
+	return cred, errNotAdmitted
+}
+
+// errNotAdmitted is what authorize reports of a user the daemon does not
+// admit; refusal says why, for the user to read.
+var errNotAdmitted = errors.New("not admitted")
+
+// refusal is the error a user the daemon does not admit gets: off the
+// accept loop, since naming the user may read the user database.
+func (d *Daemon) refusal(cred *unix.Ucred, err error) error {
+	if !errors.Is(err, errNotAdmitted) || cred == nil {
+		return fmt.Errorf("%w: %v", daemonapi.ErrDenied, err)
 	}
 	who := strconv.Itoa(int(cred.Uid))
 	if u, err := user.LookupId(who); err == nil {
 		who = u.Username
 	}
 	if d.gid >= 0 {
-		return cred, fmt.Errorf("%w: user %s is not root and not in group %s", daemonapi.ErrDenied, who, d.cfg.Group)
+		return fmt.Errorf("%w: user %s is not root and not in group %s", daemonapi.ErrDenied, who, d.cfg.Group)
 	}
-	return cred, fmt.Errorf("%w: user %s is not root (start the daemon with --group to admit a group)", daemonapi.ErrDenied, who)
+	return fmt.Errorf("%w: user %s is not root (start the daemon with --group to admit a group)", daemonapi.ErrDenied, who)
 }
 
 // inGroup reports whether process pid has gid among its supplementary
@@ -483,10 +493,11 @@ func (d *Daemon) accept() {
 }
 
 // refuse answers the first request of a connection of a user the daemon
-// does not admit (cred; nil when unknown) with err, which says why, and
-// returns: within refuseWithin, whatever the client does.
+// does not admit (cred; nil when unknown; err from authorize) with the
+// refusal, and returns: within refuseWithin, whatever the client does.
 func (d *Daemon) refuse(c *net.UnixConn, cred *unix.Ucred, err error) {
 	_ = c.SetDeadline(time.Now().Add(refuseWithin))
+	err = d.refusal(cred, err)
 	var req daemonapi.Request
 	fds, rerr := daemonapi.Read(c, &req)
 	closeFDs(fds)
