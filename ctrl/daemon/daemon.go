@@ -648,6 +648,9 @@ func (d *Daemon) qpOp(a *app, req daemonapi.Request) error {
 			}
 			return fmt.Errorf("%w: QPN %d belongs to another application", daemonapi.ErrQPNInUse, qpn)
 		}
+		if len(a.qps) >= maxAppQPs {
+			return fmt.Errorf("%w: QPN %d: the application holds %d queue pair numbers, the most it may", daemonapi.ErrInvalid, qpn, len(a.qps))
+		}
 		if err := d.q.Classifier.SetQP(qpn, 0); err != nil {
 			return fmt.Errorf("%w: classifier: %v", daemonapi.ErrInvalid, err)
 		}
@@ -666,11 +669,31 @@ func (d *Daemon) qpOp(a *app, req daemonapi.Request) error {
 		if !req.Peer.IsValid() || req.DestQPN >= 1<<24 {
 			return fmt.Errorf("%w: connect to %v QPN %d", daemonapi.ErrInvalid, req.Peer, req.DestQPN)
 		}
-		a.conns[qpn] = append(a.conns[qpn], peerKey{req.Peer.Unmap(), req.DestQPN})
+		a.conns[qpn] = connectTo(a.conns[qpn], peerKey{req.Peer.Unmap(), req.DestQPN})
 		a.publishPeers()
 		d.restart(qpn) // a new PSN space, perhaps a new path
 	}
 	return nil
+}
+
+// Limits on what one application holds: queue pair numbers (a quarter of
+// the device's: one application cannot take them all from the others),
+// and the peers each of its queue pairs was connected to, the latest
+// kept (an RC queue pair has one; those before stay allowed a while, for
+// frames still in flight when it was connected again).
+const (
+	maxAppQPs  = engine.MaxQPN / 4
+	maxQPPeers = 8
+)
+
+// connectTo adds peer k to ks, the peers a queue pair was connected to,
+// once, as the latest, keeping at most maxQPPeers.
+func connectTo(ks []peerKey, k peerKey) []peerKey {
+	ks = slices.DeleteFunc(ks, func(x peerKey) bool { return x == k })
+	if len(ks) >= maxQPPeers {
+		ks = slices.Delete(ks, 0, len(ks)-maxQPPeers+1)
+	}
+	return append(ks, k)
 }
 
 // unown releases qpn from a (d.mu held): its frames stop reaching a, and
