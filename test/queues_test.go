@@ -234,7 +234,9 @@ func TestFourQueues(t *testing.T) {
 
 	up(t, p.A, p.B)
 	checkQueues(t, p.B, 4, 4, 4, 4)
-	if text := mustSF(t, p.B, "status", "eth0"); !strings.Contains(text, "\tqueues:\t\t\t4 active of 4 allocated (ethtool)\n") {
+	// Four queues: each application's rings have 512 slots, not 1024.
+	if text := mustSF(t, p.B, "status", "eth0"); !strings.Contains(text, "\tqueues:\t\t\t4 active of 4 allocated (ethtool)\n") ||
+		!strings.Contains(text, "\trings:\t\t512 slots of 4096 bytes, two a queue: 16.3 MiB an application\n") {
 		t.Fatalf("status:\n%s", text)
 	}
 	rs := perfPair(t, p, []string{"write"}, "write", "--size", "4096", "--iters", "2000", "--qps", "4")

@@ -224,7 +224,7 @@ func TestSlowApplication(t *testing.T) {
 }
 
 // ringSlots is how many frames the daemon's rings to an application hold
-// (its default).
+// on a device of one queue (ctrl/daemon's ringSlots).
 const ringSlots = 1024
 
 // resume measures, three times, how long an application that stopped

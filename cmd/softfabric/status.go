@@ -327,6 +327,9 @@ func cmdStats(args []string, stdout, _ io.Writer) error {
 // attached application.
 func printDaemon(w io.Writer, d *daemonapi.Stats, indent string) {
 	fmt.Fprintf(w, "%sdaemon:\t\t\tpid %d (since %s), %d application(s)\n", indent, d.PID, d.Since.Format(time.RFC3339), len(d.Apps))
+	if d.RingSlots > 0 {
+		fmt.Fprintf(w, "%s\trings:\t\t%d slots of %d bytes, two a queue: %.1f MiB an application\n", indent, d.RingSlots, d.SlotSize, float64(d.RingBytes)/(1<<20))
+	}
 	for _, k := range d.Workers {
 		if k.Forwarder {
 			fmt.Fprintf(w, "%s\tforwarder[%d] to worker[%d] (a queue that came into use later): rx %d ring_full %d sleeps %d\n",

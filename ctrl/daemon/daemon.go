@@ -157,14 +157,12 @@ func Start(cfg Config) (_ *Daemon, err error) {
 	for _, g := range d.gids {
 		d.srcs = append(d.srcs, g.Unmap())
 	}
-	if d.cfg.Slots == 0 {
-		// A flight of a large message fits: a full ring drops frames
-		// (counted), which the transport recovers only by retransmitting.
-		d.cfg.Slots = 1024
-	}
 	if d.cfg.SlotSize == 0 {
 		// A ring slot holds the largest frame a socket receives.
 		d.cfg.SlotSize = max(4096, (d.q.Sockets[0].MaxFrame()+63)&^63)
+	}
+	if d.cfg.Slots == 0 {
+		d.cfg.Slots = ringSlots(len(d.q.Sockets), d.cfg.SlotSize)
 	}
 	path := daemonapi.SocketPath(d.q.RunDir)
 	_ = os.Remove(path) // left by a daemon that died: we hold owner.lock now
@@ -676,6 +674,33 @@ func (d *Daemon) qpOp(a *app, req daemonapi.Request) error {
 	return nil
 }
 
+// An application's rings are two per queue the daemon serves, each of
+// Slots slots of SlotSize bytes and a header line, and all of a ring's
+// pages are resident once it has gone round (a memfd's). 1024 slots hold
+// several flights of 64 KiB messages at a 1024 B MTU; but on a NIC with
+// many queues that is much: 64 queues of 1024 slots of 4 KiB are 545 MB
+// per application. So a daemon of more than a few queues gives each ring
+// fewer slots, down to minRingSlots, to keep an application's rings near
+// ringBudget. Fewer slots lose no frames: a ring to the application that
+// fills parks them (park.go), and a ring from it that fills holds the
+// application back.
+const (
+	maxRingSlots = 1024
+	minRingSlots = 256
+	ringBudget   = 32 << 20
+)
+
+// ringSlots is how many slots each ring of an application has, on a
+// daemon of queues queues and slots of slotSize bytes.
+func ringSlots(queues, slotSize int) int {
+	per := 2 * max(queues, 1) * (slotSize + 64) // bytes per slot of every ring
+	n := maxRingSlots
+	for n > minRingSlots && n*per > ringBudget {
+		n /= 2
+	}
+	return n
+}
+
 // Limits on what one application holds: queue pair numbers (a quarter of
 // the device's: one application cannot take them all from the others),
 // and the peers each of its queue pairs was connected to, the latest
@@ -741,7 +766,8 @@ func (d *Daemon) quiesce() {
 }
 
 func (d *Daemon) stats() *daemonapi.Stats {
-	st := &daemonapi.Stats{PID: os.Getpid(), Iface: d.q.Dev.Name, Since: d.since}
+	st := &daemonapi.Stats{PID: os.Getpid(), Iface: d.q.Dev.Name, Since: d.since, RingSlots: d.cfg.Slots, SlotSize: d.cfg.SlotSize,
+		RingBytes: uint64(len(d.workers)) * shmlink.Size(shmlink.Config{Slots: d.cfg.Slots, SlotSize: d.cfg.SlotSize})}
 	for _, w := range d.workers {
 		st.Workers = append(st.Workers, w.stats())
 	}

@@ -47,3 +47,22 @@ func TestAppQPLimit(t *testing.T) {
 		t.Fatalf("a queue pair number past the limit: %v", err)
 	}
 }
+
+// TestRingSlots: an application's rings on a daemon of few queues have
+// 1024 slots; on one of many, fewer, down to 256, and their bytes stay
+// near 32 MiB, where 64 queues of 1024 slots would take 545 MB.
+func TestRingSlots(t *testing.T) {
+	for _, c := range []struct{ queues, slotSize, want int }{
+		{1, 4096, 1024}, {2, 4096, 1024}, {4, 4096, 512}, {8, 4096, 256}, {64, 4096, 256},
+		{1, 9216 + 64, 1024}, {2, 9216 + 64, 512}, {4, 9216 + 64, 256}, {0, 4096, 1024},
+	} {
+		got := ringSlots(c.queues, c.slotSize)
+		bytes := 2 * max(c.queues, 1) * got * (c.slotSize + 64)
+		if got != c.want {
+			t.Errorf("%d queues, %d-byte slots: %d slots (%d bytes of rings), want %d", c.queues, c.slotSize, got, bytes, c.want)
+		}
+		if got > minRingSlots && bytes > ringBudget {
+			t.Errorf("%d queues, %d-byte slots: %d bytes of rings", c.queues, c.slotSize, bytes)
+		}
+	}
+}

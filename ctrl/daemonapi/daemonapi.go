@@ -205,6 +205,11 @@ type Stats struct {
 	Since   time.Time     `json:"since"`
 	Workers []WorkerStats `json:"workers"`
 	Apps    []AppStats    `json:"apps"`
+	// RingSlots and SlotSize size each of an application's rings, two a
+	// queue: RingBytes in all, per application.
+	RingSlots int    `json:"ring_slots"`
+	SlotSize  int    `json:"slot_size"`
+	RingBytes uint64 `json:"ring_bytes"`
 	// Refused counts the control connections of users the daemon does
 	// not admit (each answered with its refusal), and Dropped those it
 	// closed at once, past its limits on connections.

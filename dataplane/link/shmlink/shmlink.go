@@ -127,6 +127,7 @@
 package shmlink
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -233,6 +234,16 @@ func layoutFor(slots, slotSize uint32) layout {
 	l.end = dataBase + 2*ring
 	l.size = alignUp(l.end, pageAlign)
 	return l
+}
+
+// Size is how many bytes a region of cfg takes (0 for a cfg that Create
+// refuses): both rings, every page resident once they have gone round.
+func Size(cfg Config) uint64 {
+	cfg.Slots, cfg.SlotSize = cmp.Or(cfg.Slots, DefaultSlots), cmp.Or(cfg.SlotSize, DefaultSlotSize)
+	if cfg.Slots < 0 || cfg.SlotSize < 0 || checkSizes(uint64(cfg.Slots), uint64(cfg.SlotSize)) != "" {
+		return 0
+	}
+	return layoutFor(uint32(cfg.Slots), uint32(cfg.SlotSize)).size
 }
 
 // Region is a mapped shared region and its doorbells, on either side.

@@ -1333,3 +1333,20 @@ func TestFailWhileBuilding(t *testing.T) {
 		t.Fatalf("the daemon received %d frames submitted after Fail", got)
 	}
 }
+
+// TestSize: Size is the size of the file Create makes.
+func TestSize(t *testing.T) {
+	for _, cfg := range []Config{{}, {Slots: 256, SlotSize: 4096}, {Slots: 1024, SlotSize: 9280}} {
+		r := newTestRegion(t, cfg)
+		var st unix.Stat_t
+		if err := unix.Fstat(r.FDs()[0], &st); err != nil {
+			t.Fatal(err)
+		}
+		if got := Size(cfg); got != uint64(st.Size) {
+			t.Errorf("%+v: Size %d, the file %d bytes", cfg, got, st.Size)
+		}
+	}
+	if Size(Config{Slots: 3}) != 0 {
+		t.Error("Size of a configuration Create refuses")
+	}
+}
