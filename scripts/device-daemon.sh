@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The daemon's costs on a many-core host, in one prepared run, for the
+# lent device machine (which has no Go toolchain to count on and no ip(8)):
+# build here with `scripts/device-daemon.sh build` (bin/softfabric and the
+# test binaries, under bin/), carry bin/ there, and run
+# `scripts/device-daemon.sh run` there; everything it measures is written
+# under $OUT (default ./device-out): the shared-memory hop
+# (shmlink BenchmarkPingPong*), the 64 B round trip in process against
+# through the daemon alternated 9 times, then every BenchmarkDaemon case 3
+# times. Root; namespaces 198.18.0.0/15 it makes and removes itself.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+case "${1:-}" in
+build)
+	make build
+	CGO_ENABLED=0 go test -c -o bin/shmlink.test ./dataplane/link/shmlink
+	CGO_ENABLED=0 go test -c -o bin/scale.test ./test/scale
+	ls -l bin/
+	;;
+run)
+	out=${OUT:-./device-out}
+	mkdir -p "$out"
+	nproc > "$out/nproc"
+	export SOFTFABRIC_BIN=$PWD/bin/softfabric
+	(cd dataplane/link/shmlink && ../../../bin/shmlink.test -test.run '^$' -test.bench 'PingPong' -test.count 2 -test.benchtime 2s) > "$out/hop.txt" 2>&1 || true
+	(cd test/scale && SOFTFABRIC_SCALE_CASES=write-64B-lat SOFTFABRIC_SCALE_REPEAT=9 SOFTFABRIC_SCALE_DURATION=2s \
+		../../bin/scale.test -test.run '^$' -test.bench '^BenchmarkDaemon$' -test.benchtime 1x -test.timeout 8m) > "$out/rtt.txt" 2>&1 || true
+	(cd test/scale && SOFTFABRIC_SCALE_REPEAT=3 SOFTFABRIC_SCALE_DURATION=2s \
+		../../bin/scale.test -test.run '^$' -test.bench '^BenchmarkDaemon$' -test.benchtime 1x -test.timeout 8m) > "$out/daemon.txt" 2>&1 || true
+	tail -n 20 "$out"/*.txt
+	;;
+*)
+	echo "usage: $0 build|run" >&2
+	exit 2
+	;;
+esac
