@@ -765,26 +765,35 @@ func TestNoLostRoomWakeup(t *testing.T) {
 	}
 }
 
+// mapped maps r again from duplicates of its descriptors, as an
+// application maps those it receives; the Region it returns owns them and
+// is closed at the end of the test.
+func mapped(t *testing.T, r *Region) *Region {
+	t.Helper()
+	var fds [3]int
+	for i, fd := range r.FDs() {
+		d, err := unix.Dup(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fds[i] = d
+	}
+	m, err := Map(fds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
 // TestHostileDoorbells: whatever the application does to the doorbell
 // descriptors it is given (makes them blocking, drains the daemon's,
 // fills both pipes from writers of its own), the daemon's End never
 // blocks on them: it drains, rings and waits for room as before.
 func TestHostileDoorbells(t *testing.T) {
 	r := newTestRegion(t, Config{Slots: 4, SlotSize: 256})
-	var given [3]int
-	for i, fd := range r.FDs() {
-		d, err := unix.Dup(fd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { unix.Close(d) })
-		given[i] = d
-	}
-	m, err := Map(given)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := mapped(t, r)
+	given := m.FDs()
 	d, a := r.DaemonEnd(), m.AppEnd()
 	// The application fills its own doorbell from a writer it opens, and
 	// the daemon's through the write end it was given; then makes them
@@ -860,18 +869,7 @@ func TestWaitPeerGone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var given [3]int
-	for i, fd := range r.FDs() {
-		if given[i], err = unix.Dup(fd); err != nil {
-			t.Fatal(err)
-		}
-	}
-	m, err := Map(given)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	a := m.AppEnd()
+	a := mapped(t, r).AppEnd()
 	if err := a.Wait(10 * time.Millisecond); err != nil {
 		t.Fatalf("Wait with the daemon there: %v", err)
 	}
@@ -1176,19 +1174,7 @@ func testFDs(t testing.TB, hdr []byte, size uint64) [3]int {
 
 func TestMapSharesMemory(t *testing.T) {
 	r := newTestRegion(t, Config{Slots: 16, SlotSize: 256})
-	var fds [3]int
-	for i, fd := range r.FDs() {
-		d, err := unix.Dup(fd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fds[i] = d
-	}
-	m, err := Map(fds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := mapped(t, r)
 	d, a := r.DaemonEnd(), m.AppEnd()
 	if n, err := d.Send([][]byte{frame(0, 256)}); n != 1 || err != nil {
 		t.Fatal(n, err)
