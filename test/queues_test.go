@@ -1,6 +1,7 @@
 package test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,7 +17,9 @@ import (
 
 	"github.com/softfabric/softfabric/ctrl"
 	"github.com/softfabric/softfabric/ctrl/daemonapi"
+	"github.com/softfabric/softfabric/dataplane/verbs"
 	"github.com/softfabric/softfabric/dataplane/xsk"
+	"github.com/softfabric/softfabric/device"
 	"github.com/softfabric/softfabric/internal/netnstest"
 	"github.com/softfabric/softfabric/internal/syncbuf"
 )
@@ -383,6 +386,119 @@ func raiseChannels(t *testing.T, p *netnstest.Pair) {
 	}{{p.A, 2, 0}, {p.B, 2, 0}, {p.A, 0, 2}, {p.B, 0, 2}} {
 		if err := step.h.Do(func() error { return ctrl.SetChannels(step.h.Index, step.rx, step.tx, 0) }); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestForwarderParks: frames that a forwarder (a queue that came into
+// use while the daemon ran) hands its worker for an application whose
+// ring is full are parked, as copies, not dropped: the application,
+// attached before the change and reading nothing meanwhile, gets them
+// afterwards, in the order sent, up to what the worker can park.
+func TestForwarderParks(t *testing.T) {
+	p := userPair(t)
+	if alloc := allocated(t, p.A); alloc < 2 {
+		t.Skipf("a default veth allocates %d queue on this host: nothing to raise", alloc)
+	}
+	upInProcess(t, p.A)
+	up(t, p.B)
+	slow := open(t, p.B) // attached before the change: rings for worker 0 only
+	raiseChannels(t, p)
+	var fwd *daemonapi.WorkerStats
+	for deadline := time.Now().Add(3 * time.Second); fwd == nil; time.Sleep(5 * time.Millisecond) {
+		for _, w := range daemonStats(t, p.B).Workers {
+			if w.Forwarder && w.Queue == 1 {
+				fwd = &w
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b's daemon does not serve queue 1 3 s after it came into use")
+		}
+	}
+	sender := open(t, p.A) // in process, opened after the change: both queues
+	const qkey, n = 0x2b, 3000
+	qs, err := slow.d.NewUD(device.QPConfig{SendCQ: slow.scq, RecvCQ: slow.rcq, RQ: verbs.NewRecvQueue(4096)}, qkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4096 {
+		if err := qs.PostRecv(&verbs.RecvWR{ID: uint64(i), SGL: sge(slow.buf, (i%1024)*512, 512)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Worker 1 sends on queue 1, which arrives on b's queue 1 (veth).
+	qx, err := sender.d.NewUD(device.QPConfig{SendCQ: sender.scq, RecvCQ: sender.rcq, RQ: verbs.NewRecvQueue(1), Worker: 1}, qkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ah *verbs.AddressHandle
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.A.Do(func() (err error) {
+		ah, err = sender.d.AddressHandle(ctx, slow.gid(), qx.QPN(), qs.QPN(), qkey)
+		return
+	}); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]verbs.Completion, 64)
+	for sent, inflight := 0, 0; sent < n || inflight > 0; {
+		for ; inflight < 32 && sent < n; sent, inflight = sent+1, inflight+1 {
+			if err := qx.PostSend(&verbs.SendWR{Op: verbs.OpSendImm, Flags: verbs.Signaled, Imm: uint32(sent), Dest: ah, SGL: sge(sender.buf, 0, 256)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := sender.d.Progress(); err != nil {
+			t.Fatal(err)
+		}
+		inflight -= sender.scq.Poll(buf)
+		time.Sleep(20 * time.Microsecond) // under the veth's own drops
+	}
+	time.Sleep(200 * time.Millisecond)
+	st := daemonStats(t, p.B)
+	var parked, now, ringFull uint64
+	for _, w := range st.Workers {
+		parked, now, ringFull = parked+w.Parked, now+w.ParkedNow, ringFull+w.RingFulls
+		if w.Forwarder && w.Queue == 1 {
+			fwd = &w
+		}
+	}
+	// Now it reads.
+	var imms []uint32
+	for idle := time.Now(); time.Since(idle) < 300*time.Millisecond; {
+		if _, err := slow.d.Progress(); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range buf[:slow.rcq.Poll(buf)] {
+			if c.Status != verbs.Success {
+				t.Fatalf("datagram: %v", c.Status)
+			}
+			imms = append(imms, c.Imm)
+			idle = time.Now()
+		}
+	}
+	t.Logf("%d datagrams sent on queue 1, %d through the forwarder; the worker parked %d (%d at once), dropped %d; the application got %d",
+		n, fwd.RxFrames, parked, now, ringFull, len(imms))
+	if fwd.RxFrames == 0 || parked == 0 {
+		t.Fatalf("nothing came through the forwarder (%d) or nothing was parked (%d): the test tested nothing", fwd.RxFrames, parked)
+	}
+	for i := 1; i < len(imms); i++ {
+		if imms[i] <= imms[i-1] {
+			t.Fatalf("datagram %d arrived after %d", imms[i], imms[i-1])
+		}
+	}
+	if uint64(len(imms)) < uint64(ringSlots)+now {
+		t.Fatalf("the application got %d datagrams: fewer than its ring (%d) and what was parked for it (%d)", len(imms), ringSlots, now)
+	}
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		left := uint64(0)
+		for _, w := range daemonStats(t, p.B).Workers {
+			left += w.ParkedNow
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d frames still parked after the application read them all", left)
 		}
 	}
 }
