@@ -549,16 +549,23 @@ func TestNoLostWakeup(t *testing.T) {
 	}
 }
 
-// pollFD reports whether fd is readable within timeout.
+// pollFD reports whether fd is readable within timeout; a signal (the Go
+// runtime's) interrupting the wait does not end it.
 func pollFD(t *testing.T, fd int, timeout time.Duration) bool {
 	t.Helper()
 	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	ts := unix.NsecToTimespec(int64(timeout))
-	n, err := unix.Ppoll(fds, &ts, nil)
-	if err != nil {
-		t.Fatal(err)
+	deadline := time.Now().Add(timeout)
+	for {
+		ts := unix.NsecToTimespec(int64(max(time.Until(deadline), 0)))
+		n, err := unix.Ppoll(fds, &ts, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
 	}
-	return n == 1
 }
 
 // TestPrepareWaitDrains polls FD after PrepareWait as a device's sleeper
