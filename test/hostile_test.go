@@ -1,7 +1,6 @@
 package test
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -19,7 +18,6 @@ import (
 	"github.com/softfabric/softfabric/ctrl"
 	"github.com/softfabric/softfabric/ctrl/daemonapi"
 	"github.com/softfabric/softfabric/dataplane/verbs"
-	"github.com/softfabric/softfabric/device"
 	"github.com/softfabric/softfabric/internal/netnstest"
 )
 
@@ -68,19 +66,7 @@ func TestDaemonHostileDoorbells(t *testing.T) {
 	})
 
 	// The peer's datagrams to the hostile QPN, one before each write.
-	qd, err := peer.d.NewUD(device.QPConfig{SendCQ: peer.scq, RecvCQ: peer.rcq, RQ: verbs.NewRecvQueue(1)}, qkey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ah *verbs.AddressHandle
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := peer.h.Do(func() (err error) {
-		ah, err = peer.d.AddressHandle(ctx, good.gid(), qd.QPN(), hostileQPN, qkey)
-		return
-	}); err != nil {
-		t.Fatal(err)
-	}
+	qd, ah := udTo(t, peer, 0, qkey, good.gid(), hostileQPN)
 	start := time.Now()
 	const writes = 200
 	for i := range writes {

@@ -1,7 +1,6 @@
 package test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -427,19 +426,7 @@ func TestForwarderParks(t *testing.T) {
 		}
 	}
 	// Worker 1 sends on queue 1, which arrives on b's queue 1 (veth).
-	qx, err := sender.d.NewUD(device.QPConfig{SendCQ: sender.scq, RecvCQ: sender.rcq, RQ: verbs.NewRecvQueue(1), Worker: 1}, qkey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ah *verbs.AddressHandle
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := p.A.Do(func() (err error) {
-		ah, err = sender.d.AddressHandle(ctx, slow.gid(), qx.QPN(), qs.QPN(), qkey)
-		return
-	}); err != nil {
-		t.Fatal(err)
-	}
+	qx, ah := udTo(t, sender, 1, qkey, slow.gid(), qs.QPN())
 	buf := make([]verbs.Completion, 64)
 	for sent, inflight := 0, 0; sent < n || inflight > 0; {
 		for ; inflight < 32 && sent < n; sent, inflight = sent+1, inflight+1 {

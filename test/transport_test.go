@@ -272,6 +272,23 @@ func udPair(t *testing.T, a, b *end, qkey uint32, rqa, rqb *verbs.RecvQueue) (qa
 	return qa, qb, ah
 }
 
+// udTo makes a UD queue pair on e's worker w with Q_Key qkey, and the
+// address handle from it to QPN dest at gid.
+func udTo(t *testing.T, e *end, w int, qkey uint32, gid netip.Addr, dest uint32) (*ud.QP, *verbs.AddressHandle) {
+	t.Helper()
+	q, err := e.d.NewUD(device.QPConfig{SendCQ: e.scq, RecvCQ: e.rcq, RQ: verbs.NewRecvQueue(1), Worker: w}, qkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var ah *verbs.AddressHandle
+	if err := e.h.Do(func() (err error) { ah, err = e.d.AddressHandle(ctx, gid, q.QPN(), dest, qkey); return }); err != nil {
+		t.Fatal(err)
+	}
+	return q, ah
+}
+
 // impairWire attaches the impairment program cfg to the egress of both
 // ends of the wired pair's bridge: what each host sends is dropped,
 // corrupted and duplicated on its way. The caller closes them.
