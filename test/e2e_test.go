@@ -569,7 +569,8 @@ func TestDaemonMetrics(t *testing.T) {
 	if v := value(text, `softfabric_worker_tx_frames_total{iface="eth0",queue="0"}`); v < 1 {
 		t.Errorf("no acknowledgement sent for 3000 writes:\n%s", text)
 	}
-	for _, m := range []string{`softfabric_worker_parked_total{iface="eth0",queue="0"}`, `softfabric_worker_parked_frames{iface="eth0",queue="0"}`} {
+	for _, m := range []string{`softfabric_worker_parked_total{iface="eth0",queue="0"}`, `softfabric_worker_parked_frames{iface="eth0",queue="0"}`,
+		`softfabric_control_connections_refused_total{how="refused",iface="eth0"}`, `softfabric_control_connections_refused_total{how="dropped",iface="eth0"}`} {
 		if v := value(text, m); v < 0 {
 			t.Errorf("no %s:\n%s", m, text)
 		}
@@ -578,6 +579,10 @@ func TestDaemonMetrics(t *testing.T) {
 	// transport counters it reports every second.
 	if v := value(text, `softfabric_applications{iface="eth0"}`); v < 0 {
 		t.Errorf("no softfabric_applications:\n%s", text)
+	}
+	// One queue: two rings of 1024 slots of 4 KiB and their header lines.
+	if v := value(text, `softfabric_application_ring_bytes{iface="eth0"}`); v < 2*1024*4096 || v > 2*1024*(4096+64)+8192 {
+		t.Errorf("softfabric_application_ring_bytes %v:\n%s", v, text)
 	}
 	_ = srv.Wait()
 	srv = p.B.Command(sfBin, "perf", "write", "--iface", p.B.Iface, "--timeout", "60s")

@@ -36,6 +36,8 @@ var (
 	descWorkerHand = desc("worker_expectations_total", "Expectations (reads an application announced) a daemon worker handed to the worker their responses arrive at (handed), and those that did not take effect on the way (late: a full ring, or responses already passed).", "iface", "queue", "how")
 	descCMRejects  = desc("cm_rejects_total", "RDMA-CM connection requests no application took, rejected by the daemon (REJ Invalid Service ID, or SIDR_REP Unsupported).", "iface", "queue")
 	descApps       = desc("applications", "Applications attached to the daemon.", "iface")
+	descConns      = desc("control_connections_refused_total", "Connections to the daemon's control socket it did not serve: refused (a user it does not admit, answered with the refusal) or dropped (closed at once, past its limits on connections).", "iface", "how")
+	descRingBytes  = desc("application_ring_bytes", "Bytes of shared rings each application has (two a queue), resident once they have gone round.", "iface")
 	descAppQPs     = desc("application_qps", "Queue pair numbers an application holds.", "iface", "app", "pid", "name")
 	descAppMem     = desc("application_shared_memory_bytes", "Memory an application shares with the daemon (add_memory).", "iface", "app", "pid", "name")
 	descAppFrames  = desc("application_frames_total", "Frames delivered to (rx) and sent for (tx) an application.", "iface", "app", "pid", "name", "direction")
@@ -45,7 +47,7 @@ var (
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descVerdicts, descWorkerRx, descWorkerTx, descWorkerLoop, descWorkerDrop, descWorkerIdle, descWorkerPark, descWorkerWait, descWorkerHand, descCMRejects, descApps, descAppQPs, descAppMem, descAppFrames, descAppDrop, descAppPlaced, descTransport} {
+	for _, d := range []*prometheus.Desc{descVerdicts, descWorkerRx, descWorkerTx, descWorkerLoop, descWorkerDrop, descWorkerIdle, descWorkerPark, descWorkerWait, descWorkerHand, descCMRejects, descApps, descConns, descRingBytes, descAppQPs, descAppMem, descAppFrames, descAppDrop, descAppPlaced, descTransport} {
 		ch <- d
 	}
 }
@@ -82,6 +84,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descWorkerHand, w.ExpectationsLate, iface, q, "late")
 	}
 	ch <- prometheus.MustNewConstMetric(descApps, prometheus.GaugeValue, float64(len(st.Apps)), iface)
+	counter(descConns, st.Refused, iface, "refused")
+	counter(descConns, st.Dropped, iface, "dropped")
+	ch <- prometheus.MustNewConstMetric(descRingBytes, prometheus.GaugeValue, float64(st.RingBytes), iface)
 	for _, a := range st.Apps {
 		l := []string{iface, strconv.FormatUint(uint64(a.ID), 10), strconv.Itoa(a.PID), a.Name}
 		ch <- prometheus.MustNewConstMetric(descAppQPs, prometheus.GaugeValue, float64(len(a.QPs)), l...)
