@@ -1,13 +1,13 @@
 package device
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/softfabric/softfabric/dataplane/engine"
+	"github.com/softfabric/softfabric/internal/ppoll"
 )
 
 // pollable is a link an idle worker can block on: an AF_XDP socket.
@@ -54,23 +54,11 @@ func (s *sleeper) Sleep(timeout time.Duration) error {
 		}
 		timeout = min(timeout, t)
 	}
-	// A signal (the Go runtime's, say) ends ppoll early with EINTR:
-	// sleep again for what is left, rather than report a wake-up.
-	deadline := time.Now().Add(timeout)
-	for {
-		ts := unix.NsecToTimespec(int64(max(time.Until(deadline), 0)))
-		_, err := unix.Ppoll(s.fds, &ts, nil)
-		if errors.Is(err, unix.EINTR) && time.Until(deadline) > 0 {
-			continue
-		}
-		if s.fds[len(s.fds)-1].Revents&unix.POLLIN != 0 {
-			_, _ = unix.Read(s.efd, s.drain[:])
-		}
-		if errors.Is(err, unix.EINTR) {
-			return nil
-		}
-		return err
+	_, err := ppoll.Wait(s.fds, max(timeout, 0))
+	if s.fds[len(s.fds)-1].Revents&unix.POLLIN != 0 {
+		_, _ = unix.Read(s.efd, s.drain[:])
 	}
+	return err
 }
 
 // Wake makes a Sleep in progress, or the next one, return.

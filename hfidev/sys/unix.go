@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/softfabric/softfabric/hfidev/abi"
+	"github.com/softfabric/softfabric/internal/ppoll"
 )
 
 // Unix is the real seam: system calls on an hfi1 character device.
@@ -152,34 +153,13 @@ func (Unix) Poll(fd int, w Waker, timeout time.Duration) (int16, bool, error) {
 		fds[1] = unix.PollFd{Fd: int32(ew.fd), Events: unix.POLLIN}
 		n = 2
 	}
-	var deadline time.Time
-	if timeout > 0 {
-		deadline = time.Now().Add(timeout)
+	if _, err := ppoll.Wait(fds[:n], timeout); err != nil {
+		return 0, false, err
 	}
-	for {
-		var ts *unix.Timespec
-		var t unix.Timespec
-		if timeout >= 0 {
-			left := time.Duration(0)
-			if timeout > 0 {
-				left = max(time.Until(deadline), 0)
-			}
-			t = unix.NsecToTimespec(int64(left))
-			ts = &t
-		}
-		fds[0].Revents, fds[1].Revents = 0, 0
-		_, err := unix.Ppoll(fds[:n], ts, nil)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return 0, false, err
-		}
-		woken := false
-		if ew != nil && fds[1].Revents&unix.POLLIN != 0 {
-			_, _ = unix.Read(ew.fd, ew.drain[:])
-			woken = true
-		}
-		return fds[0].Revents, woken, nil
+	woken := false
+	if ew != nil && fds[1].Revents&unix.POLLIN != 0 {
+		_, _ = unix.Read(ew.fd, ew.drain[:])
+		woken = true
 	}
+	return fds[0].Revents, woken, nil
 }

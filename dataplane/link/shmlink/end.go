@@ -2,7 +2,6 @@ package shmlink
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/softfabric/softfabric/dataplane/link"
+	"github.com/softfabric/softfabric/internal/ppoll"
 )
 
 var (
@@ -133,7 +133,6 @@ type rxSide struct {
 	armed bool           // we set our sleeping flag and have not cleared it
 	drain [64]byte       // what a drain reads of the doorbell pipe at a time
 	pfd   [2]unix.PollFd // waitFD, wakeFD
-	ts    unix.Timespec
 
 	// flags the peer may set on this ring (flagExpect from the
 	// application, flagPlaced from the daemon), and what the slots read
@@ -633,17 +632,7 @@ func (e *End) Wait(timeout time.Duration) error {
 		return e.err()
 	}
 	r := &e.rx
-	// A signal (the Go runtime's preemption, say) ends ppoll early with
-	// EINTR: sleep again for what is left.
-	deadline := time.Now().Add(max(timeout, 0))
-	var err error
-	for {
-		r.ts = unix.NsecToTimespec(int64(max(time.Until(deadline), 0)))
-		_, err = unix.Ppoll(r.pfd[:], &r.ts, nil)
-		if !errors.Is(err, unix.EINTR) || time.Until(deadline) <= 0 || e.failed.Load() != nil {
-			break
-		}
-	}
+	_, err := ppoll.Wait(r.pfd[:], max(timeout, 0))
 	if err == nil && r.pfd[0].Revents&(unix.POLLHUP|unix.POLLERR) != 0 && e.avail(r.held+1) <= r.held {
 		// Every writer of the doorbell closed it: the peer is gone.
 		e.Fail(ErrGone)
@@ -653,7 +642,7 @@ func (e *End) Wait(timeout time.Duration) error {
 	}
 	e.awake()
 	_, _ = unix.Read(e.waitFD, r.drain[:])
-	if err != nil && !errors.Is(err, unix.EINTR) {
+	if err != nil {
 		return fmt.Errorf("shmlink: wait: %w", err)
 	}
 	return e.err()

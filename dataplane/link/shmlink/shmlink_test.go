@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/softfabric/softfabric/dataplane/link"
+	"github.com/softfabric/softfabric/internal/ppoll"
 )
 
 // newRegion creates a region closed at the end of the test.
@@ -553,19 +554,11 @@ func TestNoLostWakeup(t *testing.T) {
 // runtime's) interrupting the wait does not end it.
 func pollFD(t *testing.T, fd int, timeout time.Duration) bool {
 	t.Helper()
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	deadline := time.Now().Add(timeout)
-	for {
-		ts := unix.NsecToTimespec(int64(max(time.Until(deadline), 0)))
-		n, err := unix.Ppoll(fds, &ts, nil)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n == 1
+	n, err := ppoll.Wait([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, timeout)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return n == 1
 }
 
 // TestPrepareWaitDrains polls FD after PrepareWait as a device's sleeper
