@@ -50,15 +50,17 @@ func (o *daemonOpts) addFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.maxApps, "max-apps", 0, "serve at most this many applications at once (default 256)")
 }
 
-// check reports a bad flag of the daemon's in a usage error.
-func (o *daemonOpts) check() error {
-	if _, err := parseCPUList(o.cpus); err != nil {
-		return usagef("--cpus: %v", err)
+// check reports a bad flag of the daemon's in a usage error, and
+// returns the CPUs --cpus names.
+func (o *daemonOpts) check() ([]int, error) {
+	cpus, err := parseCPUList(o.cpus)
+	if err != nil {
+		return nil, usagef("--cpus: %v", err)
 	}
 	if o.maxApps < 0 {
-		return usagef("--max-apps %d: want a positive number", o.maxApps)
+		return nil, usagef("--max-apps %d: want a positive number", o.maxApps)
 	}
-	return nil
+	return cpus, nil
 }
 
 // daemonLog is the daemon's log file in the run directory, when up
@@ -77,10 +79,10 @@ func cmdDaemon(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := o.check(); err != nil {
+	cpus, err := o.check()
+	if err != nil {
 		return err
 	}
-	cpus, _ := parseCPUList(o.cpus)
 	if err := needRoot(); err != nil {
 		return err
 	}

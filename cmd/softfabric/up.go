@@ -90,7 +90,7 @@ func cmdUp(args []string, stdout, _ io.Writer) error {
 	if o.queues < 0 {
 		return usagef("--queues must be positive")
 	}
-	if err := o.daemon.check(); err != nil {
+	if _, err := o.daemon.check(); err != nil {
 		return err
 	}
 	dev, err := lookup(iface)

@@ -6,7 +6,7 @@
 // Applications attach through a unix control socket in the device's run
 // directory (ctrl/daemonapi; root, or members of Config.Group, checked
 // with SO_PEERCRED) and get, per queue, a shared-memory region of frame
-// rings with eventfd doorbells (dataplane/link/shmlink). Each
+// rings with pipe doorbells (dataplane/link/shmlink). Each
 // application runs its own transport engine over those rings (package
 // device, Attach), so a fault in one stays in its own process; the
 // daemon is the switch between the NIC and them:
@@ -495,13 +495,13 @@ func (d *Daemon) accept() {
 // refusal, and returns: within refuseWithin, whatever the client does.
 func (d *Daemon) refuse(c *net.UnixConn, cred *unix.Ucred, err error) {
 	_ = c.SetDeadline(time.Now().Add(refuseWithin))
-	err = d.refusal(cred, err)
 	var req daemonapi.Request
 	fds, rerr := daemonapi.Read(c, &req)
 	closeFDs(fds)
 	if rerr != nil {
 		return
 	}
+	err = d.refusal(cred, err)
 	if req.Op == daemonapi.OpAttach && cred != nil {
 		d.logf("refused pid %d uid %d: %v", cred.Pid, cred.Uid, err)
 	}

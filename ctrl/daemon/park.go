@@ -22,7 +22,7 @@ import (
 // quarters of them, is a frame for a full ring dropped (ring_full): the
 // slow application pays for its slowness, not the others. An idle
 // worker with frames parked sleeps until the application makes room:
-// its library rings the worker's eventfd for that (shmlink.End.PrepareRoom).
+// its library rings the worker's doorbell for that (shmlink.End.PrepareRoom).
 
 // parkSpare is how many frames each worker can park: the spare chunks
 // of its AF_XDP socket, 4 MiB of UMEM more at 4 KiB a chunk (the socket

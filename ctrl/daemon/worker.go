@@ -540,8 +540,8 @@ func (w *worker) sleep(apps *[]*app) {
 			return
 		}
 	}
-	// After PrepareWait drained the eventfds: an application with
-	// frames parked rings its eventfd when it makes room.
+	// After PrepareWait drained the doorbells: an application with
+	// frames parked rings its doorbell when it makes room.
 	for _, a := range w.parking {
 		if a.ends[w.q].PrepareRoom(1) {
 			return
