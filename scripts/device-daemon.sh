@@ -7,7 +7,8 @@
 # under $OUT (default ./device-out): the shared-memory hop
 # (shmlink BenchmarkPingPong*), the 64 B round trip in process against
 # through the daemon alternated 9 times, then every BenchmarkDaemon case 3
-# times. Root; namespaces 198.18.0.0/15 it makes and removes itself.
+# times; BINS and PROFILE (below) add builds to compare and CPU profiles.
+# Root; namespaces 198.18.0.0/15 it makes and removes itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
@@ -22,11 +23,29 @@ run)
 	mkdir -p "$out"
 	nproc > "$out/nproc"
 	export SOFTFABRIC_BIN=$PWD/bin/softfabric
-	(cd dataplane/link/shmlink && ../../../bin/shmlink.test -test.run '^$' -test.bench 'PingPong' -test.count 2 -test.benchtime 2s) > "$out/hop.txt" 2>&1 || true
-	(cd test/scale && SOFTFABRIC_SCALE_CASES=write-64B-lat SOFTFABRIC_SCALE_REPEAT=9 SOFTFABRIC_SCALE_DURATION=2s \
+	# BINS: other builds (names under bin/, comma-separated, the first
+	# the baseline) compared with each other in the same runs, each in
+	# process and through its daemon (SOFTFABRIC_SCALE_BINS).
+	if [ -n "${BINS:-}" ]; then
+		SOFTFABRIC_BIN=$PWD/bin/${BINS%%,*}
+		export SOFTFABRIC_SCALE_BINS=$(echo "$BINS" | tr ',' '\n' | sed "s|^|$PWD/bin/|" | paste -sd,)
+	fi
+	[ -x bin/shmlink.test ] && (cd dataplane/link/shmlink && ../../../bin/shmlink.test -test.run '^$' -test.bench 'PingPong' -test.count 2 -test.benchtime 2s) > "$out/hop.txt" 2>&1 || true
+	# The round trip alone, 9 runs alternated.
+	(cd test/scale && SOFTFABRIC_SCALE_CASES=write-64B-lat SOFTFABRIC_SCALE_LOOPBACK=0 SOFTFABRIC_SCALE_REPEAT=${RTT_REPEAT:-9} \
 		../../bin/scale.test -test.run '^$' -test.bench '^BenchmarkDaemon$' -test.benchtime 1x -test.timeout 8m) > "$out/rtt.txt" 2>&1 || true
+	# Every case, 3 runs alternated.
 	(cd test/scale && SOFTFABRIC_SCALE_REPEAT=3 SOFTFABRIC_SCALE_DURATION=2s \
 		../../bin/scale.test -test.run '^$' -test.bench '^BenchmarkDaemon$' -test.benchtime 1x -test.timeout 8m) > "$out/daemon.txt" 2>&1 || true
+	# PROFILE=CASES: one more run of those cases (default the round
+	# trip), of SOFTFABRIC_BIN alone, each client and daemon writing a
+	# CPU profile under $out/prof (go tool pprof reads them here).
+	if [ -n "${PROFILE:-}" ]; then
+		mkdir -p "$out/prof"
+		[ "$PROFILE" = 1 ] && PROFILE=write-64B-lat
+		(cd test/scale && unset SOFTFABRIC_SCALE_BINS && SOFTFABRIC_SCALE_PROFILE=$(realpath "$out/prof") SOFTFABRIC_SCALE_LOOPBACK=0 SOFTFABRIC_SCALE_CASES=$PROFILE SOFTFABRIC_SCALE_REPEAT=1 SOFTFABRIC_SCALE_DURATION=4s SOFTFABRIC_SCALE_LAT_ITERS=400000 \
+			../../bin/scale.test -test.run '^$' -test.bench '^BenchmarkDaemon$' -test.benchtime 1x -test.timeout 8m) > "$out/prof.txt" 2>&1 || true
+	fi
 	tail -n 20 "$out"/*.txt
 	;;
 *)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/mdlayher/socket"
 	"golang.org/x/sys/unix"
 
 	"github.com/softfabric/softfabric/dataplane/link"
@@ -134,7 +135,7 @@ func (s *Socket) refill() {
 	q.stash = q.stash[:rest]
 	q.fill.submit()
 	if s.wakeup && q.fill.needWakeup() {
-		_ = s.rc.Control(s.wakeFn)
+		_ = wakeRx(s.fd)
 	}
 }
 
@@ -420,11 +421,9 @@ func (s *Socket) kickTx() error {
 			return nil
 		}
 		before := s.tx.consumer.Load()
-		if err := s.rc.Control(s.kickFn); err != nil {
-			return fmt.Errorf("xsk: kick: %w", err)
-		}
+		errno := kick(s.fd)
 		s.st.kicks.Add(1)
-		switch s.kickErr {
+		switch errno {
 		case unix.EBUSY:
 			s.st.txDropped.Add(1)
 		case 0, unix.EAGAIN, unix.ENOBUFS:
@@ -434,7 +433,7 @@ func (s *Socket) kickTx() error {
 			// no skb memory this time.
 		default:
 			// ENETDOWN, ENXIO: the device went away or down.
-			return fmt.Errorf("xsk: kick: %w", s.kickErr)
+			return fmt.Errorf("xsk: kick: %w", errno)
 		}
 		s.reclaim()
 		if s.zeroCopy || s.tx.pending() == 0 {
@@ -491,7 +490,9 @@ func (s *Socket) PrepareWait(timeout time.Duration) (bool, time.Duration) {
 // Wait blocks until the rx ring has frames, the timeout passes (ErrTimeout)
 // or the socket is closed. It parks the goroutine in Go's netpoller, not
 // the OS thread: the kernel signals readability when it publishes rx
-// descriptors.
+// descriptors. The socket is in the netpoller only while Wait waits (see
+// Socket), through a duplicate of its descriptor: a few more system calls
+// a wait, on a path that waits anyway.
 func (s *Socket) Wait(timeout time.Duration) error {
 	s.waitMu.RLock()
 	defer s.waitMu.RUnlock()
@@ -506,15 +507,59 @@ func (s *Socket) Wait(timeout time.Duration) error {
 		// and drop without waking us, so look again soon.
 		timeout = stashWait
 	}
-	if err := s.conn.SetReadDeadline(time.Now().Add(timeout)); err != nil {
-		return fmt.Errorf("xsk: wait: %w", err)
-	}
-	err := s.rc.Read(s.waitFn)
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return ErrTimeout
-	}
+	c, err := s.watch()
 	if err != nil {
 		return fmt.Errorf("xsk: wait: %w", err)
 	}
-	return nil
+	defer s.unwatch(c)
+	if err := c.SetReadDeadline(time.Now().Add(timeout)); err != nil {
+		return fmt.Errorf("xsk: wait: %w", err)
+	}
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("xsk: wait: %w", err)
+	}
+	err = rc.Read(s.waitFn)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return ErrTimeout
+	case s.closing.Load():
+		return errClosed
+	}
+	return fmt.Errorf("xsk: wait: %w", err)
+}
+
+// watch registers a duplicate of the socket's descriptor with the
+// netpoller for one Wait; Close closes it to wake that Wait.
+func (s *Socket) watch() (*socket.Conn, error) {
+	fd, err := unix.FcntlInt(uintptr(s.fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, os.NewSyscallError("fcntl", err)
+	}
+	c, err := socket.New(fd, "xsk")
+	if err != nil {
+		_ = unix.Close(fd)
+		return nil, err
+	}
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	if s.closing.Load() {
+		_ = c.Close()
+		return nil, errClosed
+	}
+	if s.watching == nil {
+		s.watching = map[*socket.Conn]struct{}{}
+	}
+	s.watching[c] = struct{}{}
+	return c, nil
+}
+
+// unwatch takes the duplicate of a finished Wait out of the netpoller.
+func (s *Socket) unwatch(c *socket.Conn) {
+	s.watchMu.Lock()
+	delete(s.watching, c)
+	s.watchMu.Unlock()
+	_ = c.Close()
 }

@@ -6,7 +6,6 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/mdlayher/socket"
@@ -149,11 +148,19 @@ func (c *Config) setDefaults() error {
 }
 
 // Socket is an AF_XDP socket bound to one queue of one device.
+//
+// Its descriptor is not in Go's netpoller (an os.File or socket.Conn of
+// it would be): every time the kernel posts received frames, or makes
+// room after a send, it wakes the socket's waiters, and the runtime's
+// epoll is one as soon as the descriptor is registered. Each frame then
+// cost a wake-up of an idle thread of the receiving process, and each
+// sendto one of the sender's, paid in the sender's system call: on the
+// 16-core host, 64 B writes went at 0.40 Mpps against 0.70 without, and
+// the round trip took 8.4 µs against 6.9. Wait registers a duplicate of
+// the descriptor while it waits, and only then.
 type Socket struct {
-	cfg  Config
-	conn *socket.Conn
-	rc   syscall.RawConn
-	fd   int
+	cfg Config
+	fd  int // -1 once closed
 
 	umem *umem
 	q    *queueRings
@@ -179,22 +186,20 @@ type Socket struct {
 	txChunk uint64 // the chunk TxBuf handed out
 	txHave  bool
 
-	// Syscall closures, built once so the hot path does not allocate one
-	// per call.
-	kickFn   func(uintptr)
-	kickErr  syscall.Errno
-	wakeFn   func(uintptr)
-	waitFn   func(uintptr) bool
-	txBudget int // what XDP_MAX_TX_SKB_BUDGET was set to, 0 if unset
+	waitFn   func(uintptr) bool // built once: Wait does not allocate one per call
+	txBudget int                // what XDP_MAX_TX_SKB_BUDGET was set to, 0 if unset
 
 	st counters
 
-	// closing and waitMu let Close run while another goroutine is blocked
-	// in Wait: Wait holds waitMu for reading, Close marks the socket
-	// closing, closes the fd (which wakes Wait) and takes waitMu before it
-	// unmaps the rings.
-	closing atomic.Bool
-	waitMu  sync.RWMutex
+	// closing and waitMu let Close run while other goroutines use the
+	// socket from outside its data path (Wait, Stats): they hold waitMu
+	// for reading; Close marks the socket closing, closes the Wait
+	// duplicates in watching (which wakes their Waits) and takes waitMu
+	// before it closes the descriptor and unmaps the rings.
+	closing  atomic.Bool
+	waitMu   sync.RWMutex
+	watchMu  sync.Mutex
+	watching map[*socket.Conn]struct{}
 }
 
 // counters are ours, as opposed to the kernel's XDP_STATISTICS. They are
@@ -220,17 +225,11 @@ func Open(cfg Config) (*Socket, error) {
 }
 
 func open(cfg Config) (_ *Socket, err error) {
-	conn, err := socket.Socket(unix.AF_XDP, unix.SOCK_RAW, 0, "xsk", nil)
+	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 	if err != nil {
-		return nil, err
+		return nil, os.NewSyscallError("socket", err)
 	}
-	rc, err := conn.SyscallConn()
-	if err != nil {
-		conn.Close()
-		return nil, err
-	}
-	s := &Socket{cfg: cfg, conn: conn, rc: rc, frameSize: uint64(cfg.FrameSize), multi: cfg.MultiBuffer, wakeup: !cfg.NoNeedWakeup}
-	_ = rc.Control(func(fd uintptr) { s.fd = int(fd) })
+	s := &Socket{cfg: cfg, fd: fd, frameSize: uint64(cfg.FrameSize), multi: cfg.MultiBuffer, wakeup: !cfg.NoNeedWakeup}
 	s.chunkMask = ^(s.frameSize - 1)
 	s.maxFrame = cfg.FrameSize - rxHeadroom
 	if s.multi {
@@ -253,7 +252,7 @@ func open(cfg Config) (_ *Socket, err error) {
 		if u, err = newUmem(cfg.FrameSize, cfg.Frames); err != nil {
 			return nil, err
 		}
-		if err := umemReg(rc, u.mem, cfg.FrameSize); err != nil {
+		if err := umemReg(fd, u.mem, cfg.FrameSize); err != nil {
 			_ = unix.Munmap(u.mem)
 			return nil, fmt.Errorf("registering umem: %w", err)
 		}
@@ -270,20 +269,20 @@ func open(cfg Config) (_ *Socket, err error) {
 	}
 	ownRings := q == nil
 	if ownRings {
-		if err := setsockoptInt(rc, unix.XDP_UMEM_FILL_RING, cfg.FillSize); err != nil {
+		if err := setsockoptInt(fd, unix.XDP_UMEM_FILL_RING, cfg.FillSize); err != nil {
 			return nil, fmt.Errorf("fill ring: %w", err)
 		}
-		if err := setsockoptInt(rc, unix.XDP_UMEM_COMPLETION_RING, cfg.CompSize); err != nil {
+		if err := setsockoptInt(fd, unix.XDP_UMEM_COMPLETION_RING, cfg.CompSize); err != nil {
 			return nil, fmt.Errorf("completion ring: %w", err)
 		}
 	}
-	if err := setsockoptInt(rc, unix.XDP_RX_RING, cfg.RxSize); err != nil {
+	if err := setsockoptInt(fd, unix.XDP_RX_RING, cfg.RxSize); err != nil {
 		return nil, fmt.Errorf("rx ring: %w", err)
 	}
-	if err := setsockoptInt(rc, unix.XDP_TX_RING, cfg.TxSize); err != nil {
+	if err := setsockoptInt(fd, unix.XDP_TX_RING, cfg.TxSize); err != nil {
 		return nil, fmt.Errorf("tx ring: %w", err)
 	}
-	off, err := mmapOffsets(rc)
+	off, err := mmapOffsets(fd)
 	if err != nil {
 		return nil, fmt.Errorf("mmap offsets: %w", err)
 	}
@@ -345,7 +344,7 @@ func open(cfg Config) (_ *Socket, err error) {
 	if err := s.bind(); err != nil {
 		return nil, err
 	}
-	if o, err := options(rc); err == nil {
+	if o, err := options(fd); err == nil {
 		s.zeroCopy = o&unix.XDP_OPTIONS_ZEROCOPY != 0
 	}
 	if cfg.TxBudget >= 0 {
@@ -354,7 +353,7 @@ func open(cfg Config) (_ *Socket, err error) {
 			b = cfg.TxSize
 		}
 		// Kernels before 6.17 do not know the option; they keep 32.
-		if setsockoptInt(rc, unix.XDP_MAX_TX_SKB_BUDGET, b) == nil {
+		if setsockoptInt(fd, unix.XDP_MAX_TX_SKB_BUDGET, b) == nil {
 			s.txBudget = b
 		}
 	}
@@ -365,8 +364,6 @@ func open(cfg Config) (_ *Socket, err error) {
 		}
 	}
 	s.kept = make([]bool, cfg.RxSize)
-	s.kickFn = func(fd uintptr) { s.kickErr = kick(fd) }
-	s.wakeFn = func(fd uintptr) { _ = wakeRx(fd) }
 	s.waitFn = func(uintptr) bool { return s.rx.avail(1) > 0 }
 	return s, nil
 }
@@ -405,7 +402,7 @@ func (s *Socket) bind() error {
 		sa.Flags = f
 		deadline := time.Now().Add(cfg.BindRetry)
 		for {
-			err = s.conn.Bind(sa)
+			err = unix.Bind(s.fd, sa)
 			if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
 				break
 			}
@@ -422,7 +419,7 @@ func (s *Socket) bind() error {
 			break
 		}
 	}
-	return err // already "bind: ..." from the socket package
+	return os.NewSyscallError("bind", err)
 }
 
 // Config is the socket's configuration, with the defaults filled in.
@@ -445,29 +442,33 @@ func (s *Socket) TxBudget() int { return s.txBudget }
 // last socket sharing it. The queue can be bound again at once with
 // Open's EBUSY retry.
 func (s *Socket) Close() error {
-	if s.conn == nil || s.closing.Swap(true) {
+	if s.fd < 0 || s.closing.Swap(true) {
 		return nil
 	}
-	// Wake a Wait in progress, then wait for it to leave.
-	err := s.conn.Close()
+	// Wake the Waits in progress, then wait for them to leave.
+	s.watchMu.Lock()
+	for c := range s.watching {
+		_ = c.Close()
+	}
+	s.watchMu.Unlock()
 	s.waitMu.Lock()
 	defer s.waitMu.Unlock()
 	if s.umem != nil {
 		s.umem.mu.Lock()
 		defer s.umem.mu.Unlock()
 	}
-	if rerr := s.release(); err == nil {
-		err = rerr
-	}
-	return err
+	return s.release()
 }
 
 // release undoes open; called with umem.mu held when s.umem is set.
 func (s *Socket) release() error {
 	// The kernel lets go of the socket (and the queue) only once both the
-	// fd and the ring mappings are gone. Closing twice is harmless.
-	err := s.conn.Close()
-	s.conn = nil
+	// fd and the ring mappings are gone.
+	var err error
+	if s.fd >= 0 {
+		err = os.NewSyscallError("close", unix.Close(s.fd))
+		s.fd = -1
+	}
 	if s.rx != nil {
 		s.rx.unmap()
 		s.rx = nil
@@ -517,7 +518,12 @@ func (s *Socket) Stats() (Stats, error) {
 		TxFrames: s.st.txFrames.Load(), TxBytes: s.st.txBytes.Load(),
 		RxTooLarge: s.st.rxTooLarge.Load(), Kicks: s.st.kicks.Load(), KickStalls: s.st.kickStalls.Load(), TxDropped: s.st.txDropped.Load(),
 	}
-	k, err := statistics(s.rc)
+	s.waitMu.RLock()
+	defer s.waitMu.RUnlock()
+	if s.closing.Load() {
+		return st, fmt.Errorf("xsk: statistics: %w", errClosed)
+	}
+	k, err := statistics(s.fd)
 	if err != nil {
 		return st, fmt.Errorf("xsk: statistics: %w", err)
 	}

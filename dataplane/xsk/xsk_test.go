@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
 	bpflink "github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/softfabric/softfabric/dataplane/link"
 	"github.com/softfabric/softfabric/internal/netnstest"
@@ -714,5 +717,71 @@ func recvFrom(t *testing.T, r *Socket, src, dst net.HardwareAddr, first, n int) 
 	}
 	if got != n {
 		t.Fatalf("got %d of %d from %d", got, n, first)
+	}
+}
+
+// TestNotInNetpoller: the socket's descriptor is in no epoll of the
+// process (Go's netpoller would be woken for every frame received and
+// every sendto, see Socket), except for the duplicate a Wait registers,
+// which is gone when the Wait returns.
+func TestNotInNetpoller(t *testing.T) {
+	_, b := newEnv(t, envOptions{queues: 1})
+	r := b.socks[0]
+	polled := func() []int {
+		t.Helper()
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fds []int
+		for _, e := range ents {
+			if l, _ := os.Readlink("/proc/self/fd/" + e.Name()); l != "anon_inode:[eventpoll]" {
+				continue
+			}
+			info, err := os.ReadFile("/proc/self/fdinfo/" + e.Name())
+			if err != nil {
+				continue // closed since
+			}
+			for _, line := range strings.Split(string(info), "\n") {
+				var fd int
+				if _, err := fmt.Sscanf(line, "tfd: %d", &fd); err == nil {
+					fds = append(fds, fd)
+				}
+			}
+		}
+		return fds
+	}
+	// The socket's file, to tell its duplicates from other descriptors.
+	same := func(fd int) bool {
+		var a, b unix.Stat_t
+		return unix.Fstat(fd, &a) == nil && unix.Fstat(r.FD(), &b) == nil && a.Ino == b.Ino && a.Dev == b.Dev
+	}
+	watched := func() int {
+		n := 0
+		for _, fd := range polled() {
+			if same(fd) {
+				n++
+			}
+		}
+		return n
+	}
+	if n := watched(); n != 0 {
+		t.Fatalf("the socket is in an epoll %d times before any Wait", n)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.Wait(500 * time.Millisecond) }()
+	deadline := time.Now().Add(400 * time.Millisecond)
+	for watched() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	during := watched()
+	if err := <-done; !errors.Is(err, ErrTimeout) {
+		t.Fatalf("Wait = %v, want ErrTimeout", err)
+	}
+	if during != 1 {
+		t.Errorf("during a Wait the socket is in an epoll %d times, want 1 (its duplicate)", during)
+	}
+	if n := watched(); n != 0 {
+		t.Errorf("the socket is in an epoll %d times after the Wait", n)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -80,7 +81,8 @@ const clockTicks = 100
 // SOFTFABRIC_SCALE_CASES (names, comma-separated) runs only those cases.
 // Each daemon run also runs the cases between two applications on one
 // host, through its daemon's loopback, reported beside the runs between
-// the hosts.
+// the hosts (SOFTFABRIC_SCALE_LOOPBACK=0: not, for a binary older than
+// loopback, or to save the time).
 // `make bench-daemon` runs it.
 func BenchmarkDaemon(b *testing.B) {
 	netnstest.Require(b)
@@ -96,14 +98,29 @@ func BenchmarkDaemon(b *testing.B) {
 		}
 	}
 	p := netnstest.NewPair(b, netnstest.Options{Queues: 1})
-	modes := []struct {
+	type mode struct {
 		name  string
 		flags []string
-	}{{"in-process", []string{"--no-daemon"}}, {"daemon", nil}}
+		bin   string
+	}
+	modes := []mode{{"in-process", []string{"--no-daemon"}, sfBin}, {"daemon", nil, sfBin}}
+	// SOFTFABRIC_SCALE_BINS: binaries to compare, in process and through
+	// their daemons, all alternated in each run; their modes are named
+	// after them.
+	var bins []string
+	if v := os.Getenv("SOFTFABRIC_SCALE_BINS"); v != "" {
+		bins = strings.Split(v, ",")
+		modes = nil
+		for _, b := range bins {
+			modes = append(modes, mode{"in-process " + filepath.Base(b), []string{"--no-daemon"}, b}, mode{"daemon " + filepath.Base(b), nil, b})
+		}
+	}
 	res := map[string]map[string][]float64{}
 	cpu := map[string]map[string][]float64{} // client (and its daemon) CPU ns per KiB
+	defer func(b string) { sfBin = b }(sfBin)
 	for r := 0; r < repeat; r++ {
 		for _, m := range modes {
+			sfBin = m.bin
 			profileTag = fmt.Sprintf("%s-r%d-", m.name, r)
 			for i, h := range []*netnstest.Host{p.A, p.B} {
 				_, _ = h.Command(sfBin, "down", h.Iface).CombinedOutput()
@@ -133,7 +150,7 @@ func BenchmarkDaemon(b *testing.B) {
 				}
 				cpu[c.name][m.name] = append(cpu[c.name][m.name], ns)
 			}
-			if m.flags != nil {
+			if m.flags != nil || bins != nil || os.Getenv("SOFTFABRIC_SCALE_LOOPBACK") == "0" {
 				continue
 			}
 			// The same cases between two applications on A, through
@@ -157,6 +174,28 @@ func BenchmarkDaemon(b *testing.B) {
 		return v[len(v)/2]
 	}
 	w := os.Stdout
+	if bins != nil {
+		fmt.Fprintf(w, "\n%-16s %6s %-24s %10s %10s %s\n", "case", "unit", "mode", "median", "vs first", "runs")
+		for _, c := range cases {
+			in := median(res[c.name][modes[0].name])
+			for _, m := range modes {
+				dm := median(res[c.name][m.name])
+				fmt.Fprintf(w, "%-16s %6s %-24s %10.3f %9.2f× %v\n", c.name, c.metric, m.name, dm, dm/in, res[c.name][m.name])
+			}
+		}
+		fmt.Fprintf(w, "\nclient CPU per KiB (through a daemon: client + daemon), ns, medians:\n")
+		for _, c := range cases {
+			if c.metric == "µs" {
+				continue
+			}
+			in := median(cpu[c.name][modes[0].name])
+			for _, m := range modes {
+				v := median(cpu[c.name][m.name])
+				fmt.Fprintf(w, "%-16s %-24s %10.0f %9.2f×\n", c.name, m.name, v, v/in)
+			}
+		}
+		return
+	}
 	fmt.Fprintf(w, "\n%-16s %6s %14s %14s %10s %s\n", "case", "unit", "in-process", "daemon", "ratio", "runs (in-process | daemon)")
 	for _, c := range cases {
 		in, dm := median(res[c.name]["in-process"]), median(res[c.name]["daemon"])
@@ -168,6 +207,9 @@ func BenchmarkDaemon(b *testing.B) {
 	}
 	fmt.Fprintf(w, "\nthrough the daemon, between the hosts and between two applications on one (loopback):\n")
 	for _, c := range cases {
+		if len(res[c.name]["loopback"]) == 0 {
+			continue
+		}
 		dm, lo := median(res[c.name]["daemon"]), median(res[c.name]["loopback"])
 		fmt.Fprintf(w, "%-16s %6s %14.3f %14.3f %9.2f× %v\n", c.name, c.metric, dm, lo, lo/dm, res[c.name]["loopback"])
 	}

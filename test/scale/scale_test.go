@@ -19,6 +19,11 @@
 //	                             profile there (CASE-qQ-client.prof; BenchmarkDaemon:
 //	                             MODE-rR-CASE-q1-client.prof, and each daemon's
 //	                             daemon-rR-A.prof and daemon-rR-B.prof)
+//	SOFTFABRIC_SCALE_LAT_ITERS   round trips of a latency case (default 20000)
+//	SOFTFABRIC_SCALE_LOOPBACK    "0": BenchmarkDaemon skips its loopback runs
+//	SOFTFABRIC_SCALE_BINS        BenchmarkDaemon: softfabric binaries (comma-separated
+//	                             paths) compared in process and through their
+//	                             daemons, all alternated in each run
 package scale
 
 import (
@@ -217,7 +222,11 @@ func runCase(p *netnstest.Pair, c scaleCase, q int, dur time.Duration) (measured
 	if c.metric == "µs" {
 		// One round trip at a time on one queue pair: what a worker adds
 		// to latency with the other queues idle.
-		args = []string{"perf", c.op, "--iface", p.A.Iface, "--size", strconv.Itoa(c.size), "--lat", "--iters", "20000"}
+		iters := "20000"
+		if v := os.Getenv("SOFTFABRIC_SCALE_LAT_ITERS"); v != "" {
+			iters = v
+		}
+		args = []string{"perf", c.op, "--iface", p.A.Iface, "--size", strconv.Itoa(c.size), "--lat", "--iters", iters}
 	}
 	args = append(append(append(args, common...), ccpus...), p.B.Addr.Addr().String())
 	cmd := p.A.Command(sfBin, args...)
