@@ -38,11 +38,13 @@ run)
 	(cd test/scale && SOFTFABRIC_SCALE_REPEAT=3 SOFTFABRIC_SCALE_DURATION=2s \
 		../../bin/scale.test -test.run '^$' -test.bench '^BenchmarkDaemon$' -test.benchtime 1x -test.timeout 8m) > "$out/daemon.txt" 2>&1 || true
 	# PROFILE=CASES: one more run of those cases (default the round
-	# trip), of SOFTFABRIC_BIN alone, each client and daemon writing a
-	# CPU profile under $out/prof (go tool pprof reads them here).
+	# trip), of softfabric or the last of BINS alone, each client and
+	# daemon writing a CPU profile under $out/prof (go tool pprof reads
+	# them here).
 	if [ -n "${PROFILE:-}" ]; then
 		mkdir -p "$out/prof"
 		[ "$PROFILE" = 1 ] && PROFILE=write-64B-lat
+		[ -n "${BINS:-}" ] && SOFTFABRIC_BIN=$PWD/bin/${BINS##*,}
 		(cd test/scale && unset SOFTFABRIC_SCALE_BINS && SOFTFABRIC_SCALE_PROFILE=$(realpath "$out/prof") SOFTFABRIC_SCALE_LOOPBACK=0 SOFTFABRIC_SCALE_CASES=$PROFILE SOFTFABRIC_SCALE_REPEAT=1 SOFTFABRIC_SCALE_DURATION=4s SOFTFABRIC_SCALE_LAT_ITERS=400000 \
 			../../bin/scale.test -test.run '^$' -test.bench '^BenchmarkDaemon$' -test.benchtime 1x -test.timeout 8m) > "$out/prof.txt" 2>&1 || true
 	fi
