@@ -8,6 +8,7 @@ import (
 
 	"github.com/softfabric/softfabric/dataplane/link"
 	"github.com/softfabric/softfabric/dataplane/wire"
+	"github.com/softfabric/softfabric/internal/ppoll"
 )
 
 // multiLink joins the per-queue links (one AF_XDP socket per receive queue)
@@ -116,23 +117,28 @@ func (m *multiLink) Recv(bufs [][]byte, sizes []int) (int, error) {
 }
 
 // Wait blocks until one of the queues has frames or timeout passes: one
-// poll(2) over every queue's socket.
+// ppoll(2) over every queue's socket, after each had its look (frames
+// already received return at once; a socket with chunks waiting for its
+// fill ring shortens the wait), and whole through signals.
 func (m *multiLink) Wait(timeout time.Duration) error {
 	if m.fds == nil {
 		for _, l := range m.links {
-			f, ok := l.(interface{ FD() int })
+			p, ok := l.(pollable)
 			if !ok {
 				time.Sleep(min(timeout, time.Millisecond))
 				return nil
 			}
-			m.fds = append(m.fds, unix.PollFd{Fd: int32(f.FD()), Events: unix.POLLIN})
+			m.fds = append(m.fds, unix.PollFd{Fd: int32(p.FD()), Events: unix.POLLIN})
 		}
 	}
-	ms := int((timeout + time.Millisecond - 1) / time.Millisecond)
-	_, err := unix.Poll(m.fds, ms)
-	if err == unix.EINTR {
-		return nil
+	for _, l := range m.links {
+		ready, t := l.(pollable).PrepareWait(timeout)
+		if ready {
+			return nil
+		}
+		timeout = min(timeout, t)
 	}
+	_, err := ppoll.Wait(m.fds, max(timeout, 0))
 	return err
 }
 
