@@ -147,7 +147,9 @@ func (s *Socket) RecvZC(views [][]byte) int {
 	s.ReleaseRx()
 	avail := s.rx.avail(s.rx.size)
 	if avail == 0 {
+		// An empty poll, most of a polling loop's: no counter touched.
 		s.refill()
+		return 0
 	}
 	if len(s.zcEnds) < len(views) {
 		s.zcEnds = make([]uint32, len(views)) // once per views' size
