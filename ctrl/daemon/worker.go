@@ -43,6 +43,12 @@ type worker struct {
 	lpkt   wire.Packet // a REJ for an application on this device
 	looped bool        // this pass delivered a frame between applications
 
+	// The last peer allowed (allowed), and the peer set (an application's,
+	// never changed once published) it was found in: most frames go
+	// where the one before went, and need no map lookup.
+	okPeers *map[peerKey]struct{}
+	okPeer  peerKey
+
 	// parking are the applications with frames parked (park.go), kept
 	// how many of the socket's spare chunks those hold.
 	parking []*app
@@ -404,7 +410,7 @@ func (w *worker) transmit(a *app) bool {
 	if n == 0 {
 		return false // or its ring is corrupt: housekeep detaches it
 	}
-	peers := *a.peers.Load()
+	peers := a.peers.Load()
 	sent := 0
 	for i, f := range w.views[:n] {
 		if x, ok := e.Expectation(i); ok {
@@ -488,7 +494,7 @@ func (w *worker) frameOf(a *app, e *shmlink.End, i int, f, dst []byte) ([]byte, 
 // allowed reports whether a may send frame f: RoCEv2 from the device's
 // own MAC and addresses, and a UD request from one of its QPNs or an RC
 // packet to a peer one of its queue pairs is connected to.
-func (w *worker) allowed(a *app, f []byte, peers map[peerKey]struct{}) bool {
+func (w *worker) allowed(a *app, f []byte, peers *map[peerKey]struct{}) bool {
 	p := &w.pkt
 	if err := p.Parse(f); err != nil {
 		return false
@@ -514,8 +520,15 @@ func (w *worker) allowed(a *app, f []byte, peers map[peerKey]struct{}) bool {
 		}
 		return sq < uint32(len(w.d.owner)) && w.d.owner[sq].Load() == a
 	}
-	_, ok := peers[peerKey{p.Dst().Unmap(), p.BTH().DestQP()}]
-	return ok
+	k := peerKey{p.Dst().Unmap(), p.BTH().DestQP()}
+	if peers == w.okPeers && k == w.okPeer {
+		return true
+	}
+	if _, ok := (*peers)[k]; !ok {
+		return false
+	}
+	w.okPeers, w.okPeer = peers, k
+	return true
 }
 
 // sleep blocks until the NIC or an application has frames for this

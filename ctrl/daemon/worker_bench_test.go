@@ -127,9 +127,34 @@ func BenchmarkCheck(b *testing.B) {
 			b.Fatal("nothing on the ring")
 		}
 		c, ok := f.w.frameOf(f.a, e, 0, views[0], buf)
-		if !ok || !f.w.allowed(f.a, c, peers) {
+		if !ok || !f.w.allowed(f.a, c, &peers) {
 			b.Fatal("refused")
 		}
 		e.ReleaseRx()
+	}
+}
+
+// TestAllowedPeerRevoked: the worker remembers the last peer it allowed,
+// but only for the peer set it found it in: once the application's
+// peers are published without it, its frames are refused.
+func TestAllowedPeerRevoked(t *testing.T) {
+	f := newPlaceFixture(t)
+	frame := rcFrame(&f.peer, wire.RCWriteOnly, 0x77, 1, pattern(64, 1))
+	var p wire.Packet
+	if err := p.Parse(frame); err != nil {
+		t.Fatal(err)
+	}
+	f.w.d.mac = p.Ethernet().Src()
+	f.w.d.srcs = []netip.Addr{p.Src().Unmap()}
+	with := map[peerKey]struct{}{{p.Dst().Unmap(), 0x77}: {}}
+	without := map[peerKey]struct{}{{p.Dst().Unmap(), 0x78}: {}}
+	if !f.w.allowed(f.a, frame, &with) || !f.w.allowed(f.a, frame, &with) {
+		t.Fatal("a frame to a connected peer refused")
+	}
+	if f.w.allowed(f.a, frame, &without) {
+		t.Fatal("a frame to a peer no longer connected allowed")
+	}
+	if !f.w.allowed(f.a, frame, &with) {
+		t.Fatal("a frame to a connected peer refused after a refusal")
 	}
 }
