@@ -96,22 +96,30 @@ func BenchmarkDeliver(b *testing.B) {
 	}
 }
 
+// newCheckFixture is a worker and an application, and a 64 B RDMA write
+// to QP 0x77 at dst from the device's own MAC and address, as the
+// worker's check (allowed) wants them.
+func newCheckFixture(tb testing.TB) (*placeFixture, []byte, netip.Addr) {
+	f := newPlaceFixture(tb)
+	frame := rcFrame(&f.peer, wire.RCWriteOnly, 0x77, 1, pattern(64, 1))
+	var p wire.Packet
+	if err := p.Parse(frame); err != nil {
+		tb.Fatal(err)
+	}
+	f.w.d.mac = p.Ethernet().Src()
+	f.w.d.srcs = []netip.Addr{p.Src().Unmap()}
+	return f, frame, p.Dst().Unmap()
+}
+
 // BenchmarkCheck: a daemon worker's cost per 64 B RDMA write an
 // application sends: copied out of the ring (frameOf) and checked
 // (allowed: RoCEv2 from the device's MAC and address, to a peer one of the
 // application's queue pairs is connected to), before it goes to the NIC.
 func BenchmarkCheck(b *testing.B) {
-	f := newPlaceFixture(b)
-	frame := rcFrame(&f.peer, wire.RCWriteOnly, 0x77, 1, pattern(64, 1))
-	var p wire.Packet
-	if err := p.Parse(frame); err != nil {
-		b.Fatal(err)
-	}
-	f.w.d.mac = p.Ethernet().Src()
-	f.w.d.srcs = []netip.Addr{p.Src().Unmap()}
-	peers := map[peerKey]struct{}{{p.Dst().Unmap(), 0x77}: {}}
+	f, frame, dst := newCheckFixture(b)
+	peers := map[peerKey]struct{}{{dst, 0x77}: {}}
 	for i := range 15 {
-		peers[peerKey{p.Dst().Unmap(), uint32(0x100 + i)}] = struct{}{}
+		peers[peerKey{dst, uint32(0x100 + i)}] = struct{}{}
 	}
 	e := f.ring.DaemonEnd()
 	app := f.ring.AppEnd()
@@ -138,16 +146,9 @@ func BenchmarkCheck(b *testing.B) {
 // but only for the peer set it found it in: once the application's
 // peers are published without it, its frames are refused.
 func TestAllowedPeerRevoked(t *testing.T) {
-	f := newPlaceFixture(t)
-	frame := rcFrame(&f.peer, wire.RCWriteOnly, 0x77, 1, pattern(64, 1))
-	var p wire.Packet
-	if err := p.Parse(frame); err != nil {
-		t.Fatal(err)
-	}
-	f.w.d.mac = p.Ethernet().Src()
-	f.w.d.srcs = []netip.Addr{p.Src().Unmap()}
-	with := map[peerKey]struct{}{{p.Dst().Unmap(), 0x77}: {}}
-	without := map[peerKey]struct{}{{p.Dst().Unmap(), 0x78}: {}}
+	f, frame, dst := newCheckFixture(t)
+	with := map[peerKey]struct{}{{dst, 0x77}: {}}
+	without := map[peerKey]struct{}{{dst, 0x78}: {}}
 	if !f.w.allowed(f.a, frame, &with) || !f.w.allowed(f.a, frame, &with) {
 		t.Fatal("a frame to a connected peer refused")
 	}
