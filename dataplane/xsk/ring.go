@@ -80,10 +80,9 @@ func (r *prodRing) free(n uint32) uint32 {
 	return r.cachedCons - r.cachedProd
 }
 
-// submit publishes every slot written since the last submit.
-// submit publishes the reserved entries; with none since the last submit
-// it writes nothing, so that an idle poll loop does not store to the cache
-// line the kernel reads.
+// submit publishes the slots written since the last submit; with none
+// since then it writes nothing, so that an idle poll loop does not store
+// to the cache line the kernel reads.
 func (r *prodRing) submit() {
 	if r.cachedProd != r.published {
 		r.producer.Store(r.cachedProd)
