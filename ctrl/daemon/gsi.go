@@ -149,16 +149,25 @@ func (d *Daemon) dropCM(a *app, next *cmRoutes) {
 	maps.DeleteFunc(next.services, func(_ uint64, o *app) bool { return o == a })
 }
 
-// rejectUnrouted answers a REQ or SIDR_REQ that no application takes
-// (none speaks RDMA-CM) as the kernel's CM answers a request for a
-// service nobody listens on: REJ Invalid Service ID (cm_issue_rej), SIDR_REP
-// status Unsupported (cm_reject_sidr_req); rdma_cm peers see
-// RDMA_CM_EVENT_REJECTED, status 8, or RDMA_CM_EVENT_UNREACHABLE at once.
-// p is the parsed request; the answer goes back the way it came. It runs
-// on the worker, rarely: an answer per request, as the kernel sends.
-func (w *worker) rejectUnrouted(p *wire.Packet) {
+// answerUnrouted answers a REQ, SIDR_REQ or DREQ that no application
+// takes as the kernel's CM answers them. A request for a service nobody
+// listens on (none speaks RDMA-CM) gets REJ Invalid Service ID
+// (cm_issue_rej) or SIDR_REP status Unsupported (cm_reject_sidr_req), and
+// rdma_cm peers see RDMA_CM_EVENT_REJECTED, status 8, or
+// RDMA_CM_EVENT_UNREACHABLE at once. A DREQ for a connection whose
+// application is gone gets a DREP (cm_issue_drep): its DREP was lost, the
+// application exited, and the peer would send its DREQ again until its
+// own timeout (an rdma_cm server waiting for DISCONNECTED meanwhile). p is
+// the parsed message; the answer goes back the way it came. It runs on
+// the worker, rarely: an answer per message, as the kernel sends.
+func (w *worker) answerUnrouted(p *wire.Packet) {
 	m := mad.MAD(p.Payload)
-	if !m.IsValid() || m.MgmtClass() != mad.ClassCM || m.AttributeID() != mad.AttrREQ && m.AttributeID() != mad.AttrSIDRREQ {
+	if !m.IsValid() || m.MgmtClass() != mad.ClassCM {
+		return
+	}
+	switch m.AttributeID() {
+	case mad.AttrREQ, mad.AttrSIDRREQ, mad.AttrDREQ:
+	default:
 		return
 	}
 	path, err := wire.NewPath(wire.PathFields{SrcMAC: w.d.mac, DstMAC: p.Ethernet().Src(), Src: p.Dst().Unmap(),
@@ -177,13 +186,17 @@ func (w *worker) rejectUnrouted(p *wire.Packet) {
 	wire.DETH(f[hl+info.DETH:]).Encode(mad.GSIQKey, engine.GSIQPN)
 	out := f[hl+info.HeaderLen : hl+info.HeaderLen+mad.Size]
 	clear(out)
-	if m.AttributeID() == mad.AttrSIDRREQ {
+	switch m.AttributeID() {
+	case mad.AttrSIDRREQ:
 		ibcm.FormatIssuedSIDRREP(out, m, mad.SIDRUnsupported)
-	} else {
+		w.c.rejected.Add(1)
+	case mad.AttrDREQ:
+		ibcm.FormatIssuedDREP(out, m)
+	default:
 		ibcm.FormatIssuedREJ(out, m, mad.RejectInvalidServiceID, mad.MsgREQ)
+		w.c.rejected.Add(1)
 	}
 	path.Finish(f)
-	w.c.rejected.Add(1)
 	if err := w.lpkt.Parse(f); err == nil && w.local(&w.lpkt) {
 		// The request came from an application on this device.
 		w.loopBack(&w.lpkt, f)

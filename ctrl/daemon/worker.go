@@ -275,8 +275,8 @@ func (w *worker) admitParsed(i int, p *wire.Packet, f []byte) {
 
 // ownerOf returns the application that owns the destination queue pair
 // of the frame parsed in p (for QP1, the one its RDMA-CM message is
-// for), or nil, having counted the frame unknown (and, for an RDMA-CM
-// request nobody takes, rejected it).
+// for), or nil, having counted the frame unknown (and answered an RDMA-CM
+// request or DREQ nobody takes: answerUnrouted).
 func (w *worker) ownerOf(p *wire.Packet) *app {
 	qpn := p.BTH().DestQP()
 	if qpn >= uint32(len(w.d.owner)) {
@@ -286,7 +286,7 @@ func (w *worker) ownerOf(p *wire.Packet) *app {
 	var a *app
 	if qpn == engine.GSIQPN {
 		if a = w.d.cm.Load().routeMAD(p.Payload); a == nil {
-			w.rejectUnrouted(p)
+			w.answerUnrouted(p)
 		}
 	} else {
 		a = w.d.owner[qpn].Load()

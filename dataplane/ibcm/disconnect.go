@@ -53,9 +53,7 @@ func (a *Agent) handleDREQ(now int64, from Peer, m mad.MAD) {
 		// Perhaps our DREP was lost and TimeWait is over: answer anyway
 		// (cm_issue_drep), so that the peer stops retransmitting.
 		a.drop(DropUnknownID)
-		mad.DREP(cmMAD(a.scratch[:], mad.AttrDREP, m.TransactionID()).Data()).Encode(&mad.DREPFields{
-			LocalCommID: r.RemoteCommID(), RemoteCommID: r.LocalCommID(),
-		})
+		FormatIssuedDREP(a.scratch[:], m)
 		a.send(from, a.scratch[:])
 		return
 	}
@@ -153,4 +151,17 @@ func (a *Agent) destroy(c *conn) {
 		a.send(c.peer, a.scratch[:])
 	}
 	a.free(c)
+}
+
+// FormatIssuedDREP writes into buf (mad.Size bytes) the DREP that answers
+// a received DREQ for a connection nobody has any more, as the kernel's
+// cm_issue_drep does: the DREQ's TID, its two comm IDs swapped. The peer
+// whose DREP was lost then stops sending its DREQ again: an agent answers
+// so once its connection's TimeWait is over, and a daemon routing QP1 for
+// a connection whose application is gone.
+func FormatIssuedDREP(buf []byte, rcvd mad.MAD) {
+	r := mad.DREQ(rcvd.Data())
+	mad.DREP(cmMAD(buf, mad.AttrDREP, rcvd.TransactionID()).Data()).Encode(&mad.DREPFields{
+		LocalCommID: r.RemoteCommID(), RemoteCommID: r.LocalCommID(),
+	})
 }
