@@ -8,7 +8,6 @@ import (
 
 	"github.com/softfabric/softfabric/dataplane/link"
 	"github.com/softfabric/softfabric/dataplane/wire"
-	"github.com/softfabric/softfabric/internal/ppoll"
 )
 
 // multiLink joins the per-queue links (one AF_XDP socket per receive queue)
@@ -20,6 +19,7 @@ type multiLink struct {
 	links []link.Link
 	next  int
 	max   int
+	polls []pollable // the links, for Wait (nil until the first)
 	fds   []unix.PollFd
 	zc    []link.ZeroCopyReceiver // every queue's, or nil
 	lent  []bool
@@ -117,28 +117,24 @@ func (m *multiLink) Recv(bufs [][]byte, sizes []int) (int, error) {
 }
 
 // Wait blocks until one of the queues has frames or timeout passes: one
-// ppoll(2) over every queue's socket, after each had its look (frames
-// already received return at once; a socket with chunks waiting for its
-// fill ring shortens the wait), and whole through signals.
+// ppoll(2) over every queue's socket, after each had its look
+// (waitLinks).
 func (m *multiLink) Wait(timeout time.Duration) error {
-	if m.fds == nil {
+	if m.polls == nil {
+		var polls []pollable
+		var fds []unix.PollFd
 		for _, l := range m.links {
 			p, ok := l.(pollable)
 			if !ok {
 				time.Sleep(min(timeout, time.Millisecond))
 				return nil
 			}
-			m.fds = append(m.fds, unix.PollFd{Fd: int32(p.FD()), Events: unix.POLLIN})
+			polls = append(polls, p)
+			fds = append(fds, unix.PollFd{Fd: int32(p.FD()), Events: unix.POLLIN})
 		}
+		m.polls, m.fds = polls, fds
 	}
-	for _, l := range m.links {
-		ready, t := l.(pollable).PrepareWait(timeout)
-		if ready {
-			return nil
-		}
-		timeout = min(timeout, t)
-	}
-	_, err := ppoll.Wait(m.fds, max(timeout, 0))
+	_, err := waitLinks(m.polls, m.fds, timeout)
 	return err
 }
 

@@ -47,18 +47,28 @@ func newSleeper(links []pollable) (*sleeper, error) {
 
 // Sleep blocks until a link has frames, Wake is called or timeout passes.
 func (s *sleeper) Sleep(timeout time.Duration) error {
-	for _, l := range s.links {
-		ready, t := l.PrepareWait(timeout)
-		if ready {
-			return nil
-		}
-		timeout = min(timeout, t)
-	}
-	_, err := ppoll.Wait(s.fds, max(timeout, 0))
-	if s.fds[len(s.fds)-1].Revents&unix.POLLIN != 0 {
+	polled, err := waitLinks(s.links, s.fds, timeout)
+	if polled && s.fds[len(s.fds)-1].Revents&unix.POLLIN != 0 {
 		_, _ = unix.Read(s.efd, s.drain[:])
 	}
 	return err
+}
+
+// waitLinks gives each link its look first (PrepareWait: frames already
+// received return at once, without polling; a link may shorten the
+// wait), then waits in ppoll(2) on fds (the links' sockets, perhaps more)
+// for what is left of timeout, whole through signals. It reports whether
+// it polled, so that fds' Revents are this wait's.
+func waitLinks(links []pollable, fds []unix.PollFd, timeout time.Duration) (bool, error) {
+	for _, l := range links {
+		ready, t := l.PrepareWait(timeout)
+		if ready {
+			return false, nil
+		}
+		timeout = min(timeout, t)
+	}
+	_, err := ppoll.Wait(fds, max(timeout, 0))
+	return true, err
 }
 
 // Wake makes a Sleep in progress, or the next one, return.
