@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/netip"
-	"os"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/softfabric/softfabric/dataplane/link/memlink"
 	"github.com/softfabric/softfabric/dataplane/mr"
 	"github.com/softfabric/softfabric/dataplane/verbs"
+	"golang.org/x/sys/unix"
 )
 
 // twoDevices returns devices of n workers each, worker i of one joined to
@@ -108,22 +108,39 @@ func TestWorkersPlacement(t *testing.T) {
 	}
 }
 
-// pipeLink is a pollable over a pipe, to test the sleeper without AF_XDP.
-type pipeLink struct{ r *os.File }
+// pipeLink is a link and a pollable whose socket is a pipe's read end,
+// to test the waits without AF_XDP: readable when the test writes to w;
+// ready makes PrepareWait report frames waiting, short shortens its
+// timeout (if not 0).
+type pipeLink struct {
+	r, w  int
+	ready bool
+	short time.Duration
+}
 
-func (p pipeLink) FD() int { return int(p.r.Fd()) }
-func (p pipeLink) PrepareWait(t time.Duration) (bool, time.Duration) {
-	return false, t
+func newPipeLink(t *testing.T) *pipeLink {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Close(p[0]); _ = unix.Close(p[1]) })
+	return &pipeLink{r: p[0], w: p[1]}
+}
+
+func (l *pipeLink) Send(f [][]byte) (int, error)      { return len(f), nil }
+func (l *pipeLink) Recv([][]byte, []int) (int, error) { return 0, nil }
+func (l *pipeLink) MaxFrame() int                     { return 1500 }
+func (l *pipeLink) FD() int                           { return l.r }
+func (l *pipeLink) PrepareWait(t time.Duration) (bool, time.Duration) {
+	if l.short != 0 {
+		t = min(t, l.short)
+	}
+	return l.ready, t
 }
 
 func TestSleeper(t *testing.T) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	defer w.Close()
-	s, err := newSleeper([]pollable{pipeLink{r}})
+	l := newPipeLink(t)
+	s, err := newSleeper([]pollable{l})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +169,7 @@ func TestSleeper(t *testing.T) {
 		t.Fatalf("a stale wake-up ended the next sleep after %v", d)
 	}
 	// Readable link data ends a sleep too.
-	go func() { time.Sleep(20 * time.Millisecond); _, _ = w.Write([]byte{1}) }()
+	go func() { time.Sleep(20 * time.Millisecond); _, _ = unix.Write(l.w, []byte{1}) }()
 	start = time.Now()
 	_ = s.Sleep(5 * time.Second)
 	if d := time.Since(start); d > 2*time.Second {
