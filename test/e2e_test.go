@@ -487,6 +487,14 @@ func TestTwoPerfPairs(t *testing.T) {
 			t.Fatalf("client %d: %+v", i, r)
 		}
 	}
+	// A's worker sent both clients' writes, at most 32 frames a kick
+	// (txBurst, ctrl/daemon): between kicks it looks at the NIC, where
+	// the ACKs that let the clients queue more come in.
+	for _, w := range daemonStats(t, p.A).Workers {
+		if w.TxFrames < 2*2*3000 || w.Kicks == 0 || w.TxFrames > 32*w.Kicks {
+			t.Errorf("A's worker %d: %d frames sent in %d kicks; want at least the 12000 writes, at most 32 frames a kick", w.Queue, w.TxFrames, w.Kicks)
+		}
+	}
 }
 
 // daemonApps is how many applications h's daemon serves.
@@ -568,6 +576,9 @@ func TestDaemonMetrics(t *testing.T) {
 	}
 	if v := value(text, `softfabric_worker_tx_frames_total{iface="eth0",queue="0"}`); v < 1 {
 		t.Errorf("no acknowledgement sent for 3000 writes:\n%s", text)
+	}
+	if v := value(text, `softfabric_worker_tx_kicks_total{iface="eth0",queue="0"}`); v < 1 {
+		t.Errorf("acknowledgements sent with no sendto(2) counted:\n%s", text)
 	}
 	for _, m := range []string{`softfabric_worker_parked_total{iface="eth0",queue="0"}`, `softfabric_worker_parked_frames{iface="eth0",queue="0"}`,
 		`softfabric_control_connections_refused_total{how="refused",iface="eth0"}`, `softfabric_control_connections_refused_total{how="dropped",iface="eth0"}`} {

@@ -336,8 +336,8 @@ func printDaemon(w io.Writer, d *daemonapi.Stats, indent string) {
 				indent, k.Queue, k.Home, k.RxFrames, k.RingFulls, k.Sleeps)
 			continue
 		}
-		fmt.Fprintf(w, "%s\tworker[%d]: rx %d tx %d looped %d unknown_qpn %d malformed %d ring_full %d parked %d (now %d) tx_stalls %d sleeps %d cm_rejects %d expectations_handed %d (late %d)\n",
-			indent, k.Queue, k.RxFrames, k.TxFrames, k.Looped, k.Unknown, k.Malformed, k.RingFulls, k.Parked, k.ParkedNow, k.TxStalls, k.Sleeps, k.CMRejects, k.ExpectationsHanded, k.ExpectationsLate)
+		fmt.Fprintf(w, "%s\tworker[%d]: rx %d tx %d looped %d unknown_qpn %d malformed %d ring_full %d parked %d (now %d) tx_stalls %d kicks %d sleeps %d cm_rejects %d expectations_handed %d (late %d)\n",
+			indent, k.Queue, k.RxFrames, k.TxFrames, k.Looped, k.Unknown, k.Malformed, k.RingFulls, k.Parked, k.ParkedNow, k.TxStalls, k.Kicks, k.Sleeps, k.CMRejects, k.ExpectationsHanded, k.ExpectationsLate)
 	}
 	for _, a := range d.Apps {
 		fmt.Fprintf(w, "%s\tapp[%d]: pid %d uid %d %q, %d QPs, %d connections, %d shared memory regions (%d bytes), rx %d (placed %d) tx %d (gathered %d) denied %d dropped %d\n",

@@ -32,6 +32,7 @@ var (
 	descWorkerDrop = desc("worker_dropped_frames_total", "Frames a daemon worker dropped, by reason.", "iface", "queue", "reason")
 	descWorkerWait = desc("worker_parked_frames", "Frames a daemon worker holds parked now for applications whose rings are full.", "iface", "queue")
 	descWorkerPark = desc("worker_parked_total", "Frames a daemon worker kept aside for an application whose ring was full, to deliver once it has room (instead of dropping them or holding up the others).", "iface", "queue")
+	descWorkerKick = desc("worker_tx_kicks_total", "sendto(2) calls a daemon worker made to push its AF_XDP socket's tx ring to the NIC (tx frames over kicks: frames a call).", "iface", "queue")
 	descWorkerIdle = desc("worker_sleeps_total", "Times a daemon worker slept idle.", "iface", "queue")
 	descWorkerHand = desc("worker_expectations_total", "Expectations (reads an application announced) a daemon worker handed to the worker their responses arrive at (handed), and those that did not take effect on the way (late: a full ring, or responses already passed).", "iface", "queue", "how")
 	descCMRejects  = desc("cm_rejects_total", "RDMA-CM connection requests no application took, rejected by the daemon (REJ Invalid Service ID, or SIDR_REP Unsupported).", "iface", "queue")
@@ -47,7 +48,7 @@ var (
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descVerdicts, descWorkerRx, descWorkerTx, descWorkerLoop, descWorkerDrop, descWorkerIdle, descWorkerPark, descWorkerWait, descWorkerHand, descCMRejects, descApps, descConns, descRingBytes, descAppQPs, descAppMem, descAppFrames, descAppDrop, descAppPlaced, descTransport} {
+	for _, d := range []*prometheus.Desc{descVerdicts, descWorkerRx, descWorkerTx, descWorkerLoop, descWorkerDrop, descWorkerIdle, descWorkerKick, descWorkerPark, descWorkerWait, descWorkerHand, descCMRejects, descApps, descConns, descRingBytes, descAppQPs, descAppMem, descAppFrames, descAppDrop, descAppPlaced, descTransport} {
 		ch <- d
 	}
 }
@@ -77,6 +78,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descWorkerDrop, w.Malformed, iface, q, "malformed")
 		counter(descWorkerDrop, w.RingFulls, iface, q, "ring_full")
 		counter(descWorkerIdle, w.Sleeps, iface, q)
+		counter(descWorkerKick, w.Kicks, iface, q)
 		counter(descWorkerPark, w.Parked, iface, q)
 		ch <- prometheus.MustNewConstMetric(descWorkerWait, prometheus.GaugeValue, float64(w.ParkedNow), iface, q)
 		counter(descCMRejects, w.CMRejects, iface, q)

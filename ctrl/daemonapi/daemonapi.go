@@ -227,6 +227,7 @@ type WorkerStats struct {
 	Sleeps    uint64 `json:"sleeps"`     // times it blocked idle
 	Passes    uint64 `json:"passes"`     // loop passes
 	TxStalls  uint64 `json:"tx_stalls"`  // passes that found the NIC's tx ring full
+	Kicks     uint64 `json:"kicks"`      // sendto(2) calls that pushed the tx ring to the NIC (TxFrames/Kicks: frames a call)
 	RingFulls uint64 `json:"ring_fulls"` // frames dropped on an application's full ring
 	Parked    uint64 `json:"parked"`     // frames kept aside for an application's full ring, delivered when it has room
 	ParkedNow uint64 `json:"parked_now"` // of those, waiting now
