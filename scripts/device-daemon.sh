@@ -34,8 +34,9 @@ run)
 	# The round trip alone, 9 runs alternated.
 	(cd test/scale && SOFTFABRIC_SCALE_CASES=write-64B-lat SOFTFABRIC_SCALE_LOOPBACK=0 SOFTFABRIC_SCALE_REPEAT=${RTT_REPEAT:-9} \
 		../../bin/scale.test -test.run '^$' -test.bench '^BenchmarkDaemon$' -test.benchtime 1x -test.timeout 8m) > "$out/rtt.txt" 2>&1 || true
-	# Every case, 3 runs alternated.
-	(cd test/scale && SOFTFABRIC_SCALE_REPEAT=3 SOFTFABRIC_SCALE_DURATION=2s \
+	# Every case (or those CASES names, comma-separated), 3 runs
+	# alternated.
+	(cd test/scale && SOFTFABRIC_SCALE_CASES=${CASES:-} SOFTFABRIC_SCALE_REPEAT=${REPEAT:-3} SOFTFABRIC_SCALE_DURATION=2s \
 		../../bin/scale.test -test.run '^$' -test.bench '^BenchmarkDaemon$' -test.benchtime 1x -test.timeout 8m) > "$out/daemon.txt" 2>&1 || true
 	# PROFILE=CASES: one more run of those cases (default the round
 	# trip), of softfabric or the last of BINS alone, each client and

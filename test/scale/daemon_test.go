@@ -44,6 +44,47 @@ func daemonPID(b *testing.B, h *netnstest.Host) int {
 	return st[0].Daemon.PID
 }
 
+// frameCounts are what a host's NIC counters say of a case: the frames
+// its classifier redirected (received), and the sendto(2) calls and
+// frames sent of its daemon's workers (zero in process).
+type frameCounts struct{ rx, kicks, tx float64 }
+
+// countFrames reads h's classifier and daemon counters.
+func countFrames(b *testing.B, h *netnstest.Host) frameCounts {
+	var c frameCounts
+	out, err := h.Command(sfBin, "stats", "--json", h.Iface).Output()
+	if err != nil {
+		b.Fatalf("stats: %v: %s", err, out)
+	}
+	var v struct{ Redirected uint64 }
+	if err := json.Unmarshal(out, &v); err != nil {
+		b.Fatalf("stats: %v: %s", err, out)
+	}
+	c.rx = float64(v.Redirected)
+	out, err = h.Command(sfBin, "status", h.Iface, "--json").Output()
+	if err != nil {
+		b.Fatalf("status: %v: %s", err, out)
+	}
+	var st []struct {
+		Daemon *struct {
+			Workers []struct {
+				Kicks    uint64 `json:"kicks"`
+				TxFrames uint64 `json:"tx_frames"`
+			} `json:"workers"`
+		} `json:"daemon"`
+	}
+	if err := json.Unmarshal(out, &st); err != nil || len(st) != 1 {
+		b.Fatalf("status: %v: %s", err, out)
+	}
+	if st[0].Daemon != nil {
+		for _, w := range st[0].Daemon.Workers {
+			c.kicks += float64(w.Kicks)
+			c.tx += float64(w.TxFrames)
+		}
+	}
+	return c
+}
+
 // cpuTime is the user and system time process pid has used, in ns (0
 // when unknown).
 func cpuTime(pid int) int64 {
@@ -117,6 +158,11 @@ func BenchmarkDaemon(b *testing.B) {
 	}
 	res := map[string]map[string][]float64{}
 	cpu := map[string]map[string][]float64{} // client (and its daemon) CPU ns per KiB
+	// Frames the server sent back for each the client sent (ACKs, read
+	// responses), and, through a daemon, frames per sendto(2) of the
+	// client's daemon.
+	back := map[string]map[string][]float64{}
+	perKick := map[string]map[string][]float64{}
 	defer func(b string) { sfBin = b }(sfBin)
 	for r := 0; r < repeat; r++ {
 		for _, m := range modes {
@@ -136,12 +182,21 @@ func BenchmarkDaemon(b *testing.B) {
 			dpid := daemonPID(b, p.A)
 			for _, c := range cases {
 				before := cpuTime(dpid)
+				fa, fb := countFrames(b, p.A), countFrames(b, p.B)
 				v, err := runCase(p, c, 1, dur)
 				if err != nil {
 					b.Fatalf("%s %s: %v", m.name, c.name, err)
 				}
+				fa2, fb2 := countFrames(b, p.A), countFrames(b, p.B)
 				if res[c.name] == nil {
 					res[c.name], cpu[c.name] = map[string][]float64{}, map[string][]float64{}
+					back[c.name], perKick[c.name] = map[string][]float64{}, map[string][]float64{}
+				}
+				if sent := fb2.rx - fb.rx; sent > 0 {
+					back[c.name][m.name] = append(back[c.name][m.name], (fa2.rx-fa.rx)/sent)
+				}
+				if k := fa2.kicks - fa.kicks; k > 0 {
+					perKick[c.name][m.name] = append(perKick[c.name][m.name], (fa2.tx-fa.tx)/k)
 				}
 				res[c.name][m.name] = append(res[c.name][m.name], v.rate)
 				ns := v.cpuNsKB
@@ -174,6 +229,20 @@ func BenchmarkDaemon(b *testing.B) {
 		return v[len(v)/2]
 	}
 	w := os.Stdout
+	defer func() {
+		fmt.Fprintf(w, "\nframes the server sent back per frame the client sent, and (through a daemon) frames per sendto(2) of the client's daemon, medians:\n")
+		for _, c := range cases {
+			for _, m := range modes {
+				k := "-"
+				if v := perKick[c.name][m.name]; len(v) > 0 {
+					k = fmt.Sprintf("%.2f", median(v))
+				}
+				if v := back[c.name][m.name]; len(v) > 0 {
+					fmt.Fprintf(w, "%-16s %-24s %8.3f back %8s a sendto\n", c.name, m.name, median(v), k)
+				}
+			}
+		}
+	}()
 	if bins != nil {
 		fmt.Fprintf(w, "\n%-16s %6s %-24s %10s %10s %s\n", "case", "unit", "mode", "median", "vs first", "runs")
 		for _, c := range cases {
