@@ -277,9 +277,13 @@ func (e *End) publish() {
 	if t.next == t.pub {
 		return
 	}
+	// Release stores (storeRelease): a frame's lines and its sequence
+	// word go to the consumer together, not one after the other. The
+	// producer index's sequentially consistent store is the fence the
+	// doorbell protocol needs before the flag is read below.
 	for i := t.pub; i != t.next; i++ {
 		j := i & t.mask
-		t.head(j).Store(uint64(i+1) | uint64(t.lens[j])<<32)
+		storeRelease((*uint64)(unsafe.Pointer(t.head(j))), uint64(i+1)|uint64(t.lens[j])<<32)
 	}
 	t.shared.prod.Store(t.next)
 	t.pub = t.next
