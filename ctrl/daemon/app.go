@@ -86,8 +86,11 @@ func (a *app) connectedTo(qpn uint32, b *app, srcs []netip.Addr, owner []atomic.
 }
 
 // appCounters are one worker's counts for one application, on a cache
-// line of their own; touched (the worker's alone) marks an application
-// whose ring got frames in the worker's current pass.
+// line of their own; newRx and newPlaced (the worker's alone) count the
+// frames delivered to its ring in the worker's current pass, published
+// and added to rx and placed at the end of it (publish): an atomic add
+// between a frame's copy and its sequence word would make the word wait
+// for the copy to reach the cache.
 type appCounters struct {
 	rx, tx, denied, dropped atomic.Uint64
 	// expects and badExpects count the expectations it announced that
@@ -95,7 +98,7 @@ type appCounters struct {
 	// worker placed (place.go), gathered those it sent whose payload it
 	// took from the application's memory.
 	expects, badExpects, placed, gathered atomic.Uint64
-	touched                               bool
+	newRx, newPlaced                      uint64
 	park                                  parked // frames for the full ring (park.go)
 	_                                     [64]byte
 }

@@ -350,12 +350,11 @@ func (w *worker) deliverTo(a *app, p *wire.Packet, f []byte) bool {
 		w.arrived(qpn, p)
 	}
 	if w.nexp > 0 && w.place(a, e, buf, p, f) {
-		c.placed.Add(1)
+		c.newPlaced++
 	} else {
 		e.TxSubmit(copy(buf, f))
 	}
-	c.rx.Add(1)
-	c.touched = true
+	c.newRx++
 	return true
 }
 
@@ -369,9 +368,13 @@ func (w *worker) dropFull(a *app) {
 // pass visible to them.
 func (w *worker) publish(apps []*app) {
 	for _, a := range apps {
-		if c := &a.st[w.q]; c.touched {
-			c.touched = false
+		if c := &a.st[w.q]; c.newRx > 0 {
 			_ = a.ends[w.q].Flush()
+			c.rx.Add(c.newRx)
+			if c.newPlaced > 0 {
+				c.placed.Add(c.newPlaced)
+			}
+			c.newRx, c.newPlaced = 0, 0
 		}
 	}
 }
@@ -482,6 +485,11 @@ func (w *worker) transmit(a *app, max int) int {
 		}
 		w.sock.TxSubmit(len(c))
 		sent++
+	}
+	if sent > 0 {
+		// The frames go before the bookkeeping (an error comes back
+		// from the pass's own Flush).
+		_ = w.sock.Flush()
 	}
 	e.ReleaseRx()
 	w.c.tx.Add(uint64(sent))

@@ -40,7 +40,7 @@ func (d *deliverBench) deliver() {
 	for i, f := range d.frames {
 		d.f.w.admit(i, f)
 	}
-	_ = d.f.ring.DaemonEnd().Flush()
+	d.f.w.publish([]*app{d.f.a})
 	app := d.f.ring.AppEnd()
 	app.RecvZC(d.views)
 	app.ReleaseRx()
