@@ -170,7 +170,11 @@ func BenchmarkDaemon(b *testing.B) {
 			profileTag = fmt.Sprintf("%s-r%d-", m.name, r)
 			for i, h := range []*netnstest.Host{p.A, p.B} {
 				_, _ = h.Command(sfBin, "down", h.Iface).CombinedOutput()
-				up := h.Command(sfBin, append([]string{"up", h.Iface}, m.flags...)...)
+				args := append([]string{"up", h.Iface}, m.flags...)
+				if v := os.Getenv("SOFTFABRIC_SCALE_DAEMON_CPUS_" + string(rune('A'+i))); v != "" && len(m.flags) == 0 {
+					args = append(args, "--cpus", v)
+				}
+				up := h.Command(sfBin, args...)
 				if dir := os.Getenv("SOFTFABRIC_SCALE_PROFILE"); dir != "" {
 					up.Env = append(os.Environ(), fmt.Sprintf("SOFTFABRIC_DAEMON_CPUPROFILE=%s/daemon-r%d-%c.prof", dir, r, 'A'+i))
 				}

@@ -14,6 +14,11 @@
 //	SOFTFABRIC_SCALE_REPEAT      runs of each case, the median reported (default 1)
 //	SOFTFABRIC_SCALE_PIN         "1": pin the client's workers to the first CPUs and
 //	                             the server's to the next ones (--cpus)
+//	SOFTFABRIC_SCALE_CPUS_A, _B  CPU lists for the client's (A) and the server's
+//	                             (B) perf --cpus (in process: the device's workers;
+//	                             through a daemon: the application's thread)
+//	SOFTFABRIC_SCALE_DAEMON_CPUS_A, _B
+//	                             BenchmarkDaemon: `up --cpus` of A's and B's daemons
 //	SOFTFABRIC_SCALE_OUT         also write the table to this file
 //	SOFTFABRIC_SCALE_PROFILE     a directory: each case's client writes a CPU
 //	                             profile there (CASE-qQ-client.prof; BenchmarkDaemon:
@@ -203,6 +208,12 @@ func runCase(p *netnstest.Pair, c scaleCase, q int, dur time.Duration) (measured
 	if os.Getenv("SOFTFABRIC_SCALE_PIN") == "1" && 2*q <= runtime.NumCPU() {
 		ccpus = []string{"--cpus", fmt.Sprintf("0-%d", q-1)}
 		scpus = []string{"--cpus", fmt.Sprintf("%d-%d", q, 2*q-1)}
+	}
+	if v := os.Getenv("SOFTFABRIC_SCALE_CPUS_A"); v != "" {
+		ccpus = []string{"--cpus", v}
+	}
+	if v := os.Getenv("SOFTFABRIC_SCALE_CPUS_B"); v != "" {
+		scpus = []string{"--cpus", v}
 	}
 	srvArgs := append(append([]string{"perf", c.op, "--iface", p.B.Iface}, common...), scpus...)
 	srv := p.B.Command(sfBin, srvArgs...)
