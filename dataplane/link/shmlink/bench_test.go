@@ -76,20 +76,22 @@ func BenchmarkPingPong(b *testing.B) {
 // frame built in its slot (TxBuf, TxSubmit, Flush): ns/frame is half a
 // round trip. Unlike BenchmarkPingPong it shows what the consumer's
 // polling costs a producer still writing the slot.
-func BenchmarkPingPongInPlace(b *testing.B) {
-	pingPong(b,
-		func(a *End, i int) {
-			build(a.TxBuf(), 138, byte(i))
-			a.TxSubmit(138)
-			a.Flush()
-		},
-		func(d *End, view []byte) {
-			seq := view[0]
-			d.ReleaseRx()
-			build(d.TxBuf(), 62, seq)
-			d.TxSubmit(62)
-			d.Flush()
-		})
+func BenchmarkPingPongInPlace(b *testing.B) { pingPong(b, sendWrite, echoACK) }
+
+// sendWrite builds a 138-byte frame (a 64 B RDMA write) in its slot.
+func sendWrite(a *End, i int) {
+	build(a.TxBuf(), 138, byte(i))
+	a.TxSubmit(138)
+	a.Flush()
+}
+
+// echoACK answers a frame with a 62-byte one (an ACK) built in its slot.
+func echoACK(d *End, view []byte) {
+	seq := view[0]
+	d.ReleaseRx()
+	build(d.TxBuf(), 62, seq)
+	d.TxSubmit(62)
+	d.Flush()
 }
 
 // build writes a frame of n bytes into b in several stores, a header
@@ -116,21 +118,7 @@ func pingPong(b *testing.B, send func(a *End, i int), echo func(d *End, view []b
 // transport read them, up to 64 frames a RecvZC: each side looks at the
 // slot after the frame it finds, a line it last read a round of the ring
 // ago.
-func BenchmarkPingPongRing(b *testing.B) {
-	pingPongRing(b, 1024, 64,
-		func(a *End, i int) {
-			build(a.TxBuf(), 138, byte(i))
-			a.TxSubmit(138)
-			a.Flush()
-		},
-		func(d *End, view []byte) {
-			seq := view[0]
-			d.ReleaseRx()
-			build(d.TxBuf(), 62, seq)
-			d.TxSubmit(62)
-			d.Flush()
-		})
-}
+func BenchmarkPingPongRing(b *testing.B) { pingPongRing(b, 1024, 64, sendWrite, echoACK) }
 
 // pingPongRing runs a ping-pong on rings of slots slots, each side
 // receiving up to batch frames at a time.
