@@ -146,8 +146,8 @@ var (
 // (its worker idle about a tenth of the time). With 32 the application
 // queues more while the worker sends: on 16 cores, 64 B writes through the
 // daemon went from 0.84–0.86 to 1.00–1.02 times the rate in process;
-// with 16, 0.87–0.98 (BENCHMARKS.md).
-var txBurst = envInt("SOFTFABRIC_DAEMON_TXBURST", 32)
+// with 16, 0.87–0.98 (BENCHMARKS.md). At least 1: 0 would send nothing.
+var txBurst = max(1, envInt("SOFTFABRIC_DAEMON_TXBURST", 32))
 
 // manyCores is many on a host of 8 CPUs or more, else few.
 func manyCores(many, few int) int {
@@ -428,13 +428,13 @@ func (w *worker) loopBack(p *wire.Packet, f []byte) {
 	w.admitParsed(-1, p, f)
 }
 
-// transmit moves up to max frames application a put on its ring for this
-// queue to the NIC, dropping what it may not send, and returns how many it
-// took from the ring. Each frame is copied out of the shared ring first
-// and checked in the copy, which the application cannot change between
-// the check and the send.
-func (w *worker) transmit(a *app, max int) int {
-	room := min(w.sock.TxRoom(), len(w.views), max)
+// transmit moves up to limit frames application a put on its ring for
+// this queue to the NIC, dropping what it may not send, and returns how
+// many it took from the ring. Each frame is copied out of the shared ring
+// first and checked in the copy, which the application cannot change
+// between the check and the send.
+func (w *worker) transmit(a *app, limit int) int {
+	room := min(w.sock.TxRoom(), len(w.views), limit)
 	if room == 0 {
 		w.c.stalls.Add(1)
 		return 0
