@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
+	"io"
 	"math"
 	"net"
 	"net/netip"
@@ -274,6 +276,47 @@ func TestConnPeerClosed(t *testing.T) {
 	c := &Conn{C: cn, Ctx: context.Background(), Timeout: time.Second}
 	if _, err := c.Prelude(1024); err == nil || !strings.Contains(err.Error(), "versions") {
 		t.Fatalf("prelude with the server gone: %v", err)
+	}
+}
+
+// answeredConn is a MsgConn whose peer disconnected after answering: its
+// send fails with the peer gone, its answer is still there to read.
+type answeredConn struct {
+	net.Conn
+	answer []byte
+}
+
+func (c *answeredConn) Write([]byte) (int, error)        { return 0, io.EOF }
+func (c *answeredConn) SetReadDeadline(time.Time) error  { return nil }
+func (c *answeredConn) SetWriteDeadline(time.Time) error { return nil }
+func (c *answeredConn) Read(b []byte) (int, error) {
+	if len(c.answer) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(b, c.answer)
+	c.answer = c.answer[n:]
+	return n, nil
+}
+
+// TestConnCMAnswerAfterPeerGone: over RDMA-CM a client whose send failed
+// because the server disconnected, the server's answer received, has the
+// step done (the interop row atomic-bw-R-sf-to-rxe-loss5 failed so once:
+// our last message's ACK lost, rxe's ib_atomic_bw answered and closed); a
+// TCP client, or one with no answer, fails as before.
+func TestConnCMAnswerAfterPeerGone(t *testing.T) {
+	key := Dest{LID: 1, RKey: 0x42}.MarshalCM()
+	c := &Conn{C: &answeredConn{answer: key}, Ctx: context.Background(), Timeout: time.Second, CM: true}
+	rem, err := c.Xchg("close", Dest{RKey: 7}.MarshalCM())
+	if err != nil || string(rem) != string(key) {
+		t.Fatalf("close with the answer in and the server gone: %q, %v", rem, err)
+	}
+	c = &Conn{C: &answeredConn{}, Ctx: context.Background(), Timeout: time.Second, CM: true}
+	if _, err := c.Xchg("close", Dest{RKey: 7}.MarshalCM()); !errors.Is(err, ErrPeerClosed) {
+		t.Fatalf("close with no answer and the server gone: %v", err)
+	}
+	c = &Conn{C: &answeredConn{answer: key}, Ctx: context.Background(), Timeout: time.Second}
+	if _, err := c.Xchg("close", key); !errors.Is(err, ErrPeerClosed) {
+		t.Fatalf("over TCP, the server gone: %v", err)
 	}
 }
 
