@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/softfabric/softfabric/ctrl"
+	"github.com/softfabric/softfabric/ctrl/daemonapi"
 	"github.com/softfabric/softfabric/internal/netnstest"
 )
 
@@ -24,24 +25,28 @@ var daemonCases = []scaleCase{
 	{"read-64KiB-1qp", "read", 65536, 1, "Gb/s"},
 }
 
-// daemonPID is the pid of h's daemon, 0 when none serves it.
-func daemonPID(b *testing.B, h *netnstest.Host) int {
+// daemonStatus is what `status --json` shows of h's daemon, nil when
+// none serves it.
+func daemonStatus(b *testing.B, h *netnstest.Host) *daemonapi.Stats {
 	out, err := h.Command(sfBin, "status", h.Iface, "--json").Output()
 	if err != nil {
 		b.Fatalf("status: %v: %s", err, out)
 	}
 	var st []struct {
-		Daemon *struct {
-			PID int `json:"pid"`
-		} `json:"daemon"`
+		Daemon *daemonapi.Stats `json:"daemon"`
 	}
 	if err := json.Unmarshal(out, &st); err != nil || len(st) != 1 {
 		b.Fatalf("status: %v: %s", err, out)
 	}
-	if st[0].Daemon == nil {
-		return 0
+	return st[0].Daemon
+}
+
+// daemonPID is the pid of h's daemon, 0 when none serves it.
+func daemonPID(b *testing.B, h *netnstest.Host) int {
+	if st := daemonStatus(b, h); st != nil {
+		return st.PID
 	}
-	return st[0].Daemon.PID
+	return 0
 }
 
 // frameCounts are what a host's NIC counters say of a case: the frames
@@ -61,23 +66,8 @@ func countFrames(b *testing.B, h *netnstest.Host) frameCounts {
 		b.Fatalf("stats: %v: %s", err, out)
 	}
 	c.rx = float64(v.Redirected)
-	out, err = h.Command(sfBin, "status", h.Iface, "--json").Output()
-	if err != nil {
-		b.Fatalf("status: %v: %s", err, out)
-	}
-	var st []struct {
-		Daemon *struct {
-			Workers []struct {
-				Kicks    uint64 `json:"kicks"`
-				TxFrames uint64 `json:"tx_frames"`
-			} `json:"workers"`
-		} `json:"daemon"`
-	}
-	if err := json.Unmarshal(out, &st); err != nil || len(st) != 1 {
-		b.Fatalf("status: %v: %s", err, out)
-	}
-	if st[0].Daemon != nil {
-		for _, w := range st[0].Daemon.Workers {
+	if st := daemonStatus(b, h); st != nil {
+		for _, w := range st.Workers {
 			c.kicks += float64(w.Kicks)
 			c.tx += float64(w.TxFrames)
 		}
