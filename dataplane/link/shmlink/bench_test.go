@@ -2,9 +2,12 @@ package shmlink
 
 import (
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/softfabric/softfabric/dataplane/link"
 )
@@ -159,4 +162,102 @@ func pingPongRing(b *testing.B, slots, batch int, send func(a *End, i int), echo
 	close(stop)
 	wg.Wait()
 	b.ReportMetric(float64(el.Nanoseconds())/float64(2*b.N), "ns/frame")
+}
+
+// BenchmarkPingPongWait is BenchmarkPingPongRing with both sides asleep
+// between frames: each Waits (its doorbell, ppoll) as soon as its ring is
+// empty, as an idle daemon worker or application does, so that every
+// frame costs the producer's doorbell and the consumer's wake-up. It
+// reports the round trip's median and 90th percentile beside the mean,
+// next to BenchmarkPipePingPong, the same two threads with a bare pipe
+// each way: what the rings' doorbell protocol adds to a wake-up, and
+// what a wake-up costs on the host at all.
+func BenchmarkPingPongWait(b *testing.B) {
+	r := newTestRegion(b, Config{Slots: 1024})
+	a, d := r.AppEnd(), r.DaemonEnd()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		views := make([][]byte, 64)
+		for {
+			if d.RecvZC(views) >= 1 {
+				echoACK(d, views[0])
+				continue
+			}
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_ = d.Wait(10 * time.Millisecond)
+		}
+	})
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	views := make([][]byte, 64)
+	rtts := make([]time.Duration, 0, b.N)
+	for i := 0; b.Loop(); i++ {
+		t0 := time.Now()
+		sendWrite(a, i)
+		for a.RecvZC(views) == 0 {
+			_ = a.Wait(10 * time.Millisecond)
+		}
+		a.ReleaseRx()
+		rtts = append(rtts, time.Since(t0))
+	}
+	close(stop)
+	wg.Wait()
+	reportRTTs(b, rtts)
+}
+
+// BenchmarkPipePingPong bounces a byte between two threads through two
+// pipes, each side blocked in read(2) in between: a wake-up each way,
+// nothing else.
+func BenchmarkPipePingPong(b *testing.B) {
+	var there, back [2]int
+	for _, p := range []*[2]int{&there, &back} {
+		if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		var c [1]byte
+		for {
+			if n, _ := unix.Read(there[0], c[:]); n == 0 {
+				return // closed: done
+			}
+			_, _ = unix.Write(back[1], c[:])
+		}
+	})
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var c [1]byte
+	rtts := make([]time.Duration, 0, b.N)
+	for b.Loop() {
+		t0 := time.Now()
+		_, _ = unix.Write(there[1], c[:])
+		_, _ = unix.Read(back[0], c[:])
+		rtts = append(rtts, time.Since(t0))
+	}
+	_ = unix.Close(there[1])
+	wg.Wait()
+	for _, fd := range []int{there[0], back[0], back[1]} {
+		_ = unix.Close(fd)
+	}
+	reportRTTs(b, rtts)
+}
+
+// reportRTTs reports round trips' median and 90th percentile, in µs.
+func reportRTTs(b *testing.B, rtts []time.Duration) {
+	if len(rtts) == 0 {
+		return
+	}
+	slices.Sort(rtts)
+	b.ReportMetric(float64(rtts[len(rtts)/2].Nanoseconds())/1e3, "p50-µs")
+	b.ReportMetric(float64(rtts[len(rtts)*9/10].Nanoseconds())/1e3, "p90-µs")
 }
