@@ -49,6 +49,7 @@ func TestDaemonAnswersOrphanDREQ(t *testing.T) {
 		tid      = 0x0102030405060708
 		peerID   = 0x00001111 // the DREQ's sender's comm ID
 		orphanID = 0xabcd0001 // ours, of no application
+		tries    = 10         // DREQs sent, as a peer retries one
 	)
 	hl, info := path.HeaderLen(), wire.UDSendOnly.Info()
 	f := make([]byte, hl+info.HeaderLen+mad.Size+wire.ICRCSize)
@@ -64,7 +65,7 @@ func TestDaemonAnswersOrphanDREQ(t *testing.T) {
 	var pkt wire.Packet
 	deadline := time.Now().Add(5 * time.Second)
 	for sent := 0; time.Now().Before(deadline); sent++ {
-		if sent < 10 {
+		if sent < tries {
 			if _, err := unix.Write(fd, f); err != nil {
 				t.Fatal(err)
 			}
@@ -89,7 +90,7 @@ func TestDaemonAnswersOrphanDREQ(t *testing.T) {
 			return
 		}
 	}
-	t.Fatalf("no DREP from B's daemon for a DREQ of no connection (%d sent)", 10)
+	t.Fatalf("no DREP from B's daemon for a DREQ of no connection (%d sent)", tries)
 }
 
 func htons(v uint16) uint16 {
